@@ -1,0 +1,28 @@
+# The two entry points of the README: `make demo` and `make test`.
+BUILD_DIR ?= build
+JOBS ?= $(shell nproc)
+HANDOFF := $(BUILD_DIR)/bin/handoff
+DEMO_MODEL := models/default
+
+.PHONY: deps configure build demo test clean
+
+deps:
+	@./scripts/install_deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Release >/dev/null
+
+build: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+$(DEMO_MODEL)/config.json: | build
+	$(HANDOFF) make-model --family deepseek_v32 --preset demo --seed 1 --dtype bf16 --out $(DEMO_MODEL)
+
+demo: build $(DEMO_MODEL)/config.json
+	$(HANDOFF) generate --model $(DEMO_MODEL) --prompt-ids 1,2,3,4,5,6,7,8 --max-new-tokens 32
+
+test: build
+	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,10 @@
+#pragma once
+// Each `handoff` sub-command lives in its own file and registers itself on the app.
+#include <CLI/CLI.hpp>
+
+namespace handoff::cli {
+
+void add_generate_command(CLI::App& app);
+void add_make_model_command(CLI::App& app);
+
+}  // namespace handoff::cli

@@ -1,0 +1,43 @@
+#pragma once
+// A HuggingFace model folder's weights: model.safetensors or the shards listed in
+// model.safetensors.index.json, read through mmap. FP8 (F8_E4M3) weights are dequantised with
+// their `weight_scale_inv` block multipliers (MODEL_SPEC §6) when loaded.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "handoff/model/config.h"
+#include "handoff/model/safetensors.h"
+#include "handoff/tensor/tensor.h"
+
+namespace handoff::model {
+
+class Checkpoint {
+ public:
+  // Opens every shard and validates every header; errors name the file.
+  static Checkpoint open(const std::string& dir, const ModelConfig& config);
+
+  bool has(const std::string& name) const;
+  std::vector<std::string> names() const;
+
+  // The tensor `name`, checked against `expected` shape (InputError naming file, tensor,
+  // expected and actual shape otherwise) and returned in `dtype` (kF32 or kBF16; a view of
+  // the mapping when no conversion is needed). F8_E4M3 tensors need a companion
+  // `<name>_scale_inv` (for X.weight: X.weight_scale_inv) of shape
+  // [ceil(rows/block_rows), ceil(cols/block_cols)] and are dequantised through it.
+  tensor::Tensor load(const std::string& name, const tensor::Shape& expected,
+                      tensor::DType dtype) const;
+
+  // Progress of loading, reported on a terminal by the caller.
+  size_t total_bytes() const;
+
+ private:
+  std::string dir_;
+  int64_t block_rows_ = 128;
+  int64_t block_cols_ = 128;
+  std::vector<std::shared_ptr<SafetensorsFile>> files_;
+  std::map<std::string, const SafetensorsFile*> index_;  // tensor name -> file holding it
+};
+
+}  // namespace handoff::model

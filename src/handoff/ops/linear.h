@@ -1,0 +1,41 @@
+#pragma once
+// y = x · Wᵀ for a weight W[N, K] stored f32 or bf16, repacked once at load into the layout the
+// kernels want. Small M (decode) runs hand-written AVX-512 kernels that stream each weight
+// once for all M rows; large M (prefill) goes to oneDNN. Activations are f32 in and out;
+// accumulation is f32.
+#include <cstdint>
+#include <memory>
+
+#include "handoff/tensor/tensor.h"
+
+namespace handoff::ops {
+
+class LinearWeight {
+ public:
+  LinearWeight() = default;
+  // `w` is a 2-d [N, K] tensor of any float dtype (may be a strided row/column view); it is
+  // copied and converted to `dtype` (kF32 or kBF16).
+  LinearWeight(const tensor::Tensor& w, tensor::DType dtype);
+  ~LinearWeight();
+  LinearWeight(LinearWeight&&) noexcept;
+  LinearWeight& operator=(LinearWeight&&) noexcept;
+
+  bool defined() const { return n_ > 0; }
+  int64_t out_features() const { return n_; }
+  int64_t in_features() const { return k_; }
+  tensor::DType dtype() const { return dtype_; }
+  size_t weight_bytes() const;
+
+  // y[m, :] = x[m, :] · Wᵀ for m in [0, M). Rows of x are `ldx` floats apart (default K),
+  // rows of y `ldy` apart (default N). Uses the process thread pool.
+  void forward(const float* x, int64_t m, float* y, int64_t ldx = -1, int64_t ldy = -1) const;
+
+ private:
+  struct Impl;
+  int64_t n_ = 0;
+  int64_t k_ = 0;
+  tensor::DType dtype_ = tensor::DType::kF32;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace handoff::ops
