@@ -1,0 +1,171 @@
+// `handoff generate`: token ids in, generated ids and speed out; --dump writes everything a
+// golden comparison needs.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "handoff/cli/commands.h"
+#include "handoff/engine/dump.h"
+#include "handoff/engine/generator.h"
+#include "handoff/engine/sampler.h"
+#include "handoff/error.h"
+#include "handoff/model/model.h"
+#include "handoff/tensor/thread_pool.h"
+
+namespace handoff::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model_dir;
+  std::string prompt_ids;
+  std::string prompts_json;
+  std::string force_tokens;
+  std::string dump;
+  std::string dtype = "bf16";
+  int64_t max_new_tokens = 16;
+  int64_t prefill_chunk = 0;
+  int threads = 0;
+  uint64_t seed = 0;
+  engine::SamplingParams sampling;
+};
+
+std::vector<int32_t> parse_id_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      fail_input("--prompt-ids: '{}' is not a token id", item);
+    }
+  }
+  if (ids.empty()) fail_input("--prompt-ids is empty");
+  return ids;
+}
+
+nlohmann::json read_json(const std::string& path, const char* flag) {
+  std::ifstream in(path);
+  if (!in) fail_input("{} {}: cannot open", flag, path);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    fail_input("{} {}: invalid JSON: {}", flag, path, e.what());
+  }
+}
+
+std::vector<std::vector<int32_t>> read_id_lists(const std::string& path, const char* flag) {
+  const nlohmann::json j = read_json(path, flag);
+  if (!j.is_array()) fail_input("{} {}: expected a JSON list of token-id lists", flag, path);
+  std::vector<std::vector<int32_t>> lists;
+  for (size_t i = 0; i < j.size(); ++i) {
+    if (!j[i].is_array()) fail_input("{} {}: entry {} is not a list", flag, path, i);
+    std::vector<int32_t> ids;
+    for (const auto& v : j[i]) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > INT32_MAX)
+        fail_input("{} {}: entry {} holds a non-token value {}", flag, path, i, v.dump());
+      ids.push_back(v.get<int32_t>());
+    }
+    lists.push_back(std::move(ids));
+  }
+  return lists;
+}
+
+void run_generate(const GenerateArgs& args) {
+  if (args.prompt_ids.empty() == args.prompts_json.empty())
+    fail_input("give exactly one of --prompt-ids or --prompts-json");
+  engine::validate(args.sampling);
+  if (args.max_new_tokens < 0) fail_input("--max-new-tokens must be >= 0");
+  if (args.threads > 0) tensor::set_num_threads(args.threads);
+  std::vector<std::vector<int32_t>> prompts =
+      args.prompt_ids.empty() ? read_id_lists(args.prompts_json, "--prompts-json")
+                              : std::vector<std::vector<int32_t>>{parse_id_list(args.prompt_ids)};
+  std::vector<std::vector<int32_t>> forced;
+  if (!args.force_tokens.empty()) {
+    forced = read_id_lists(args.force_tokens, "--force-tokens");
+    if (forced.size() != prompts.size())
+      fail_input("--force-tokens {}: {} lists for {} prompts", args.force_tokens, forced.size(),
+                 prompts.size());
+  }
+  for (size_t i = 0; i < prompts.size(); ++i)
+    if (prompts[i].empty()) fail_input("prompt {} is empty", i);
+
+  model::LoadOptions load;
+  load.dtype = tensor::parse_dtype(args.dtype);
+  auto model = model::Model::load(args.model_dir, load);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    for (int32_t id : prompts[i])
+      if (id >= model->config().vocab_size)
+        fail_input("prompt {}: token id {} is outside the vocabulary of {}", i, id,
+                   model->config().vocab_size);
+  int64_t max_context = 0;
+  for (const auto& p : prompts)
+    max_context = std::max<int64_t>(max_context, static_cast<int64_t>(p.size()) + args.max_new_tokens);
+  engine::Generator generator(*model, max_context);
+  engine::Sampler sampler(args.seed);
+  engine::GenerationOptions options;
+  options.max_new_tokens = args.max_new_tokens;
+  options.prefill_chunk = args.prefill_chunk;
+  options.sampling = args.sampling;
+  options.record = !args.dump.empty();
+
+  std::vector<engine::GenerationResult> results;
+  double prefill_s = 0, decode_s = 0;
+  int64_t prefill_tokens = 0, decode_tokens = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    results.push_back(generator.run(prompts[i], options, sampler,
+                                    forced.empty() ? std::vector<int32_t>{} : forced[i]));
+    const auto& r = results.back();
+    fmt::print("prompt {}: {} tokens -> generated: {}\n", i, r.prompt.size(),
+               fmt::join(r.generated, ","));
+    prefill_s += r.prefill_seconds;
+    decode_s += r.decode_seconds;
+    prefill_tokens += static_cast<int64_t>(r.prompt.size());
+    decode_tokens += static_cast<int64_t>(r.generated.size());
+  }
+  fmt::print("prefill: {} tokens in {:.3f} s = {:.1f} tokens/s\n", prefill_tokens, prefill_s,
+             prefill_s > 0 ? static_cast<double>(prefill_tokens) / prefill_s : 0.0);
+  fmt::print("decode: {} tokens in {:.3f} s = {:.1f} tokens/s\n", decode_tokens, decode_s,
+             decode_s > 0 ? static_cast<double>(decode_tokens) / decode_s : 0.0);
+  if (!args.dump.empty()) {
+    std::ofstream out(args.dump);
+    if (!out) fail_input("--dump {}: cannot write", args.dump);
+    out << engine::golden_format_dump(model->config(), results).dump();
+    if (!out) fail("--dump {}: write failed", args.dump);
+  }
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate tokens from token-id prompts");
+  cmd->add_option("--model", args->model_dir, "Model folder (config.json + safetensors)")
+      ->required();
+  cmd->add_option("--prompt-ids", args->prompt_ids, "Comma-separated prompt token ids");
+  cmd->add_option("--prompts-json", args->prompts_json, "JSON list of token-id lists");
+  cmd->add_option("--max-new-tokens", args->max_new_tokens, "Tokens to generate per prompt");
+  cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy");
+  cmd->add_option("--top-p", args->sampling.top_p, "Nucleus sampling mass");
+  cmd->add_option("--top-k", args->sampling.top_k, "Keep the k most likely tokens (0 = all)");
+  cmd->add_option("--seed", args->seed, "Sampling seed");
+  cmd->add_option("--dtype", args->dtype, "Weight dtype: bf16 (default) or f32")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->add_option("--force-tokens", args->force_tokens,
+                  "JSON list (per prompt) of tokens to feed at each decode step");
+  cmd->add_option("--dump", args->dump, "Write logits, indexer and expert choices (golden format)");
+  cmd->add_option("--prefill-chunk", args->prefill_chunk, "Feed prompts in chunks of N tokens");
+  cmd->add_option("--threads", args->threads, "Kernel threads (default: all cores)");
+  cmd->callback([args] { run_generate(*args); });
+}
+
+}  // namespace handoff::cli

@@ -1,0 +1,67 @@
+#include "handoff/engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "handoff/error.h"
+
+namespace handoff::engine {
+
+void validate(const SamplingParams& p) {
+  if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature))
+    fail_input("temperature must be >= 0, got {}", p.temperature);
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) fail_input("top_p must be in (0, 1], got {}", p.top_p);
+  if (p.top_k < 0) fail_input("top_k must be >= 0, got {}", p.top_k);
+}
+
+int32_t argmax(const float* logits, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (logits[i] > logits[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
+int32_t Sampler::sample(const float* logits, int64_t n, const SamplingParams& p) {
+  if (p.temperature == 0.0f || p.top_k == 1) return argmax(logits, n);
+  candidates_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    candidates_[static_cast<size_t>(i)] = {logits[i] / p.temperature, static_cast<int32_t>(i)};
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t keep = candidates_.size();
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < keep) {
+    keep = static_cast<size_t>(p.top_k);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<int64_t>(keep),
+                      candidates_.end(), by_logit);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+  }
+  const float max_logit = candidates_[0].first;
+  double total = 0.0;
+  for (size_t i = 0; i < keep; ++i) {
+    candidates_[i].first = std::exp(candidates_[i].first - max_logit);
+    total += candidates_[i].first;
+  }
+  if (p.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p
+    double mass = 0.0;
+    size_t cut = 0;
+    while (cut < keep) {
+      mass += candidates_[cut].first / total;
+      ++cut;
+      if (mass >= p.top_p) break;
+    }
+    keep = cut;
+    total = 0.0;
+    for (size_t i = 0; i < keep; ++i) total += candidates_[i].first;
+  }
+  std::uniform_real_distribution<double> uniform(0.0, total);
+  double r = uniform(rng_);
+  for (size_t i = 0; i < keep; ++i) {
+    r -= candidates_[i].first;
+    if (r <= 0.0) return candidates_[i].second;
+  }
+  return candidates_[keep - 1].second;
+}
+
+}  // namespace handoff::engine

@@ -1,0 +1,38 @@
+#pragma once
+// The DSA lightning indexer (MODEL_SPEC §2.6): scores every causal key of a token's sequence
+// with Σ_h w_h · ReLU(q_h · k_j) and keeps the top index_topk keys for the main attention.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "handoff/cache/paged_cache.h"
+#include "handoff/model/batch.h"
+#include "handoff/model/config.h"
+#include "handoff/model/rope.h"
+#include "handoff/model/scratch.h"
+#include "handoff/model/weight_loader.h"
+#include "handoff/ops/linear.h"
+
+namespace handoff::model {
+
+class Indexer {
+ public:
+  Indexer(const ModelConfig& config, const WeightLoader& weights, const std::string& prefix);
+
+  // x: the attention-normed input [T, D]; qr: the normalised q latent [T, q_lora_rank].
+  // Writes each token's index key to the cache, then fills selected[t] with the sorted key
+  // positions token t attends to; selected[t] stays empty when every causal key is kept.
+  void forward(const float* x, const float* qr, const StepMeta& meta, const Rope& rope,
+               cache::PagedCache& cache, int64_t cache_layer,
+               std::vector<std::vector<int32_t>>& selected);
+
+ private:
+  int64_t heads_, head_dim_, rope_dim_, topk_;
+  bool interleaved_;
+  float scale_;
+  ops::LinearWeight wq_b_, wk_, weights_proj_;
+  tensor::Tensor k_norm_weight_, k_norm_bias_;
+  Scratch scratch_;
+};
+
+}  // namespace handoff::model

@@ -1,0 +1,154 @@
+#include "handoff/model/mla_attention.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "handoff/ops/vector_ops.h"
+#include "handoff/tensor/thread_pool.h"
+
+namespace handoff::model {
+
+using tensor::DType;
+using tensor::Tensor;
+
+MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weights, int64_t layer,
+                           HeadRange heads)
+    : hidden_(config.hidden_size),
+      heads_(heads.count),
+      nope_(config.qk_nope_head_dim),
+      rope_dim_(config.qk_rope_head_dim),
+      v_dim_(config.v_head_dim),
+      kv_rank_(config.kv_lora_rank),
+      q_rank_(config.q_lora_rank),
+      eps_(static_cast<float>(config.rms_norm_eps)),
+      softmax_scale_(static_cast<float>(config.softmax_scale())),
+      interleaved_(config.rope_interleave),
+      rope_(config.rope_inv_freq()) {
+  const std::string p = fmt::format("model.layers.{}.self_attn.", layer);
+  const int64_t all_heads = config.num_attention_heads;
+  const int64_t qk = nope_ + rope_dim_;
+  q_a_ = weights.linear(p + "q_a_proj.weight", {q_rank_, hidden_});
+  q_a_norm_ = weights.f32(p + "q_a_layernorm.weight", {q_rank_});
+  kv_a_ = weights.linear(p + "kv_a_proj_with_mqa.weight", {kv_rank_ + rope_dim_, hidden_});
+  kv_a_norm_ = weights.f32(p + "kv_a_layernorm.weight", {kv_rank_});
+
+  const Tensor q_b = weights.matrix(p + "q_b_proj.weight", {all_heads * qk, q_rank_});
+  q_b_ = ops::LinearWeight(q_b.slice(0, heads.begin * qk, (heads.begin + heads_) * qk),
+                           weights.dtype());
+  const Tensor o = weights.matrix(p + "o_proj.weight", {hidden_, all_heads * v_dim_});
+  o_proj_ = ops::LinearWeight(o.slice(1, heads.begin * v_dim_, (heads.begin + heads_) * v_dim_),
+                              weights.dtype());
+
+  // kv_b_proj rows of head h: [W_UK[h] (nope rows); W_UV[h] (v rows)], each [.., kv_rank].
+  const Tensor kv_b = weights.f32(p + "kv_b_proj.weight", {all_heads * (nope_ + v_dim_), kv_rank_});
+  const Tensor kv_b_c = kv_b.is_contiguous() ? kv_b : kv_b.contiguous();
+  for (int64_t h = heads.begin; h < heads.begin + heads_; ++h) {
+    const float* base = kv_b_c.data<float>() + h * (nope_ + v_dim_) * kv_rank_;
+    Tensor uk_t = Tensor::empty({kv_rank_, nope_}, DType::kF32);
+    for (int64_t n = 0; n < nope_; ++n)
+      for (int64_t r = 0; r < kv_rank_; ++r) uk_t.data<float>()[r * nope_ + n] = base[n * kv_rank_ + r];
+    w_uk_t_.emplace_back(uk_t, weights.dtype());
+    Tensor uv = Tensor::empty({v_dim_, kv_rank_}, DType::kF32);
+    std::memcpy(uv.data<float>(), base + nope_ * kv_rank_,
+                static_cast<size_t>(v_dim_ * kv_rank_) * sizeof(float));
+    w_uv_.emplace_back(uv, weights.dtype());
+  }
+  if (config.has_indexer) indexer_ = std::make_unique<Indexer>(config, weights, p + "indexer.");
+}
+
+void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCache& cache,
+                           int64_t cache_layer, StepTrace* trace, int64_t trace_layer,
+                           float* out) {
+  const int64_t t_count = meta.num_tokens();
+  const int64_t qk = nope_ + rope_dim_;
+  const int64_t q_width = heads_ * qk;
+  float* qr = scratch_.get(0, static_cast<size_t>(t_count * q_rank_));
+  float* q = scratch_.get(1, static_cast<size_t>(t_count * q_width));
+  float* kv = scratch_.get(2, static_cast<size_t>(t_count * (kv_rank_ + rope_dim_)));
+  float* q_abs = scratch_.get(3, static_cast<size_t>(t_count * heads_ * kv_rank_));
+  float* latent = scratch_.get(4, static_cast<size_t>(t_count * heads_ * kv_rank_));
+  float* o = scratch_.get(5, static_cast<size_t>(t_count * heads_ * v_dim_));
+  const int64_t pairs = rope_dim_ / 2;
+  float* cs = scratch_.get(6, static_cast<size_t>(2 * pairs));
+
+  q_a_.forward(x, t_count, qr);
+  ops::rms_norm(qr, q_a_norm_.data<float>(), eps_, t_count, q_rank_, qr);
+  q_b_.forward(qr, t_count, q);
+  const int64_t kv_width = kv_rank_ + rope_dim_;
+  kv_a_.forward(x, t_count, kv);
+  for (int64_t t = 0; t < t_count; ++t) {
+    float* kvt = kv + t * kv_width;
+    ops::rms_norm(kvt, kv_a_norm_.data<float>(), eps_, 1, kv_rank_, kvt);
+    rope_.cos_sin(meta.token_pos[t], cs, cs + pairs);
+    ops::rope(kvt + kv_rank_, 1, rope_dim_, rope_dim_, cs, cs + pairs, interleaved_);
+    ops::rope(q + t * q_width + nope_, heads_, qk, rope_dim_, cs, cs + pairs, interleaved_);
+    const int64_t slot = meta.token_slot[t];
+    std::memcpy(cache.ckv(cache_layer, slot), kvt, static_cast<size_t>(kv_rank_) * sizeof(float));
+    std::memcpy(cache.kpe(cache_layer, slot), kvt + kv_rank_,
+                static_cast<size_t>(rope_dim_) * sizeof(float));
+  }
+
+  if (indexer_) {
+    indexer_->forward(x, qr, meta, rope_, cache, cache_layer, selected_);
+  } else {
+    selected_.assign(static_cast<size_t>(t_count), {});
+  }
+  if (trace != nullptr && !trace->indexer_topk.empty()) {
+    auto& rows = trace->indexer_topk[static_cast<size_t>(trace_layer)];
+    rows.resize(static_cast<size_t>(t_count));
+    for (int64_t t = 0; t < t_count; ++t) {
+      auto& row = rows[static_cast<size_t>(t)];
+      row = selected_[static_cast<size_t>(t)];
+      if (row.empty())
+        for (int32_t j = 0; j <= meta.token_pos[t]; ++j) row.push_back(j);
+    }
+  }
+
+  // Absorb W_UK into the query: q_abs[t, h] = W_UK[h]ᵀ q_nope[t, h].
+  for (int64_t h = 0; h < heads_; ++h)
+    w_uk_t_[static_cast<size_t>(h)].forward(q + h * qk, t_count, q_abs + h * kv_rank_, q_width,
+                                            heads_ * kv_rank_);
+  attend(meta, cache, cache_layer, q, q_abs, latent);
+  for (int64_t h = 0; h < heads_; ++h)
+    w_uv_[static_cast<size_t>(h)].forward(latent + h * kv_rank_, t_count, o + h * v_dim_,
+                                          heads_ * kv_rank_, heads_ * v_dim_);
+  o_proj_.forward(o, t_count, out);
+}
+
+void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer,
+                          const float* q, const float* q_abs, float* latent) const {
+  const int64_t t_count = meta.num_tokens();
+  const int64_t qk = nope_ + rope_dim_;
+  const int64_t work = t_count * heads_;
+  tensor::parallel_for(work, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / heads_;
+      const int64_t h = item % heads_;
+      const auto& seq = meta.sequences[static_cast<size_t>(meta.token_seq[t])];
+      const auto& sel = selected_[static_cast<size_t>(t)];
+      const int64_t keys = sel.empty() ? meta.token_pos[t] + 1 : static_cast<int64_t>(sel.size());
+      float* scores = Scratch::thread_local_buffer(0, static_cast<size_t>(keys));
+      const float* qa = q_abs + (t * heads_ + h) * kv_rank_;
+      const float* qpe = q + t * heads_ * qk + h * qk + nope_;
+      auto slot_of = [&](int64_t i) {
+        const int64_t pos = sel.empty() ? i : sel[static_cast<size_t>(i)];
+        return seq.key_slots[static_cast<size_t>(pos)];
+      };
+      for (int64_t i = 0; i < keys; ++i) {
+        const int64_t slot = slot_of(i);
+        scores[i] = (ops::dot(qa, cache.ckv(cache_layer, slot), kv_rank_) +
+                     ops::dot(qpe, cache.kpe(cache_layer, slot), rope_dim_)) *
+                    softmax_scale_;
+      }
+      ops::softmax(scores, keys);
+      float* lat = latent + (t * heads_ + h) * kv_rank_;
+      std::memset(lat, 0, static_cast<size_t>(kv_rank_) * sizeof(float));
+      for (int64_t i = 0; i < keys; ++i)
+        ops::axpy(scores[i], cache.ckv(cache_layer, slot_of(i)), lat, kv_rank_);
+    }
+  });
+}
+
+}  // namespace handoff::model

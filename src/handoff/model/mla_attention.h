@@ -1,0 +1,55 @@
+#pragma once
+// Multi-head latent attention with the DSA indexer (MODEL_SPEC §2.2-2.6), in the absorbed form
+// over the latent cache for prefill and decode alike: q_nope is mapped into the latent space
+// through W_UK, scores read the cached c_kv and k_pe, and the latent output goes back out
+// through W_UV. When the indexer selected keys, only those rows are gathered.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "handoff/cache/paged_cache.h"
+#include "handoff/model/batch.h"
+#include "handoff/model/config.h"
+#include "handoff/model/indexer.h"
+#include "handoff/model/rope.h"
+#include "handoff/model/scratch.h"
+#include "handoff/model/weight_loader.h"
+#include "handoff/ops/linear.h"
+
+namespace handoff::model {
+
+// The attention heads this rank computes, [begin, begin + count).
+struct HeadRange {
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+
+class MlaAttention {
+ public:
+  MlaAttention(const ModelConfig& config, const WeightLoader& weights, int64_t layer,
+               HeadRange heads);
+
+  // x: the normed input [T, D]. out [T, D]: o_proj over this rank's heads (a partial sum when
+  // heads are split across ranks; the caller owns the reduction).
+  void forward(const float* x, const StepMeta& meta, cache::PagedCache& cache,
+               int64_t cache_layer, StepTrace* trace, int64_t trace_layer, float* out);
+
+ private:
+  void attend(const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer,
+              const float* q, const float* q_abs, float* latent) const;
+
+  int64_t hidden_, heads_, nope_, rope_dim_, v_dim_, kv_rank_, q_rank_;
+  float eps_, softmax_scale_;
+  bool interleaved_;
+  Rope rope_;
+  ops::LinearWeight q_a_, q_b_, kv_a_, o_proj_;
+  tensor::Tensor q_a_norm_, kv_a_norm_;
+  std::vector<ops::LinearWeight> w_uk_t_;  // per head: [kv_rank, nope] = W_UK[h]ᵀ
+  std::vector<ops::LinearWeight> w_uv_;    // per head: [v_dim, kv_rank]
+  std::unique_ptr<Indexer> indexer_;
+  std::vector<std::vector<int32_t>> selected_;
+  Scratch scratch_;
+};
+
+}  // namespace handoff::model

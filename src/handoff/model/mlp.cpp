@@ -1,0 +1,40 @@
+#include "handoff/model/mlp.h"
+
+#include <cstring>
+
+#include "handoff/ops/vector_ops.h"
+
+namespace handoff::model {
+
+using tensor::DType;
+using tensor::Tensor;
+
+Mlp::Mlp(const WeightLoader& weights, const std::string& prefix, int64_t hidden,
+         int64_t intermediate, int64_t inter_begin, int64_t inter_count)
+    : hidden_(hidden), inter_(inter_count < 0 ? intermediate : inter_count) {
+  const Tensor gate = weights.matrix(prefix + "gate_proj.weight", {intermediate, hidden})
+                          .slice(0, inter_begin, inter_begin + inter_);
+  const Tensor up = weights.matrix(prefix + "up_proj.weight", {intermediate, hidden})
+                        .slice(0, inter_begin, inter_begin + inter_);
+  const Tensor down = weights.matrix(prefix + "down_proj.weight", {hidden, intermediate})
+                          .slice(1, inter_begin, inter_begin + inter_);
+  Tensor fused = Tensor::empty({2 * inter_, hidden}, gate.dtype());
+  const size_t half = gate.nbytes();
+  const Tensor gate_c = gate.is_contiguous() ? gate : gate.contiguous();
+  const Tensor up_c = up.is_contiguous() ? up : up.contiguous();
+  std::memcpy(fused.raw(), gate_c.raw(), half);
+  std::memcpy(static_cast<uint8_t*>(fused.raw()) + half, up_c.raw(), half);
+  gate_up_ = ops::LinearWeight(fused, weights.dtype());
+  down_ = ops::LinearWeight(down, weights.dtype());
+}
+
+void Mlp::forward(const float* x, int64_t rows, float* out, float* scratch) const {
+  float* gu = scratch;                     // [rows, 2 * inter]
+  float* act = scratch + rows * 2 * inter_;  // [rows, inter]
+  gate_up_.forward(x, rows, gu);
+  for (int64_t r = 0; r < rows; ++r)
+    ops::silu_mul(gu + r * 2 * inter_, gu + r * 2 * inter_ + inter_, act + r * inter_, inter_);
+  down_.forward(act, rows, out);
+}
+
+}  // namespace handoff::model

@@ -1,0 +1,132 @@
+#include "handoff/model/moe.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "handoff/ops/vector_ops.h"
+
+namespace handoff::model {
+
+Moe::Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer,
+         ExpertRange experts, bool with_shared)
+    : hidden_(config.hidden_size),
+      n_experts_(config.n_routed_experts),
+      top_k_(config.num_experts_per_tok),
+      n_group_(config.n_group),
+      topk_group_(config.topk_group),
+      norm_topk_prob_(config.norm_topk_prob),
+      routed_scale_(static_cast<float>(config.routed_scaling_factor)),
+      range_(experts) {
+  const std::string p = fmt::format("model.layers.{}.mlp.", layer);
+  gate_ = weights.linear_f32(p + "gate.weight", {n_experts_, hidden_});
+  const std::string bias_name = p + "gate.e_score_correction_bias";
+  if (weights.checkpoint().has(bias_name)) bias_ = weights.f32(bias_name, {n_experts_});
+  for (int64_t e = range_.begin; e < range_.begin + range_.count; ++e)
+    experts_.emplace_back(weights, fmt::format("{}experts.{}.", p, e), hidden_,
+                          config.moe_intermediate_size);
+  if (with_shared && config.n_shared_experts > 0) {
+    shared_ = Mlp(weights, p + "shared_experts.", hidden_,
+                  config.moe_intermediate_size * config.n_shared_experts);
+    has_shared_ = true;
+  }
+  assigned_.resize(static_cast<size_t>(range_.count));
+}
+
+void Moe::route(const float* x, int64_t rows, Routing& routing) {
+  float* logits = scratch_.get(0, static_cast<size_t>(rows * n_experts_));
+  float* biased = scratch_.get(1, static_cast<size_t>(n_experts_));
+  float* group_scores = scratch_.get(2, static_cast<size_t>(n_group_));
+  gate_.forward(x, rows, logits);
+  routing.experts.resize(static_cast<size_t>(rows * top_k_));
+  routing.weights.resize(static_cast<size_t>(rows * top_k_));
+  std::vector<int32_t>& order = routing.experts;  // written per row below
+  const int64_t per_group = n_experts_ / n_group_;
+  const float* bias = bias_.defined() ? bias_.data<float>() : nullptr;
+  thread_local std::vector<int32_t> group_idx;
+  group_idx.resize(static_cast<size_t>(std::max(topk_group_, n_group_)));
+  for (int64_t r = 0; r < rows; ++r) {
+    float* s = logits + r * n_experts_;
+    for (int64_t e = 0; e < n_experts_; ++e) {
+      s[e] = 1.0f / (1.0f + std::exp(-s[e]));
+      biased[e] = s[e] + (bias ? bias[e] : 0.0f);
+    }
+    if (n_group_ > 1) {
+      for (int64_t g = 0; g < n_group_; ++g) {
+        const float* gs = biased + g * per_group;
+        if (bias) {  // the reference's group score: sum of the two best biased scores
+          float a = -std::numeric_limits<float>::infinity(), b = a;
+          for (int64_t i = 0; i < per_group; ++i) {
+            if (gs[i] > a) {
+              b = a;
+              a = gs[i];
+            } else if (gs[i] > b) {
+              b = gs[i];
+            }
+          }
+          group_scores[g] = a + b;
+        } else {
+          group_scores[g] = *std::max_element(gs, gs + per_group);
+        }
+      }
+      ops::topk(group_scores, n_group_, topk_group_, group_idx.data());
+      for (int64_t g = 0; g < n_group_; ++g) {
+        const bool kept =
+            std::find(group_idx.begin(), group_idx.begin() + topk_group_, g) !=
+            group_idx.begin() + topk_group_;
+        if (!kept)
+          std::fill(biased + g * per_group, biased + (g + 1) * per_group,
+                    -std::numeric_limits<float>::infinity());
+      }
+    }
+    int32_t* idx = order.data() + r * top_k_;
+    float* w = routing.weights.data() + r * top_k_;
+    ops::topk(biased, n_experts_, top_k_, idx);
+    float sum = 0.0f;
+    for (int64_t k = 0; k < top_k_; ++k) {
+      w[k] = s[idx[k]];
+      sum += w[k];
+    }
+    for (int64_t k = 0; k < top_k_; ++k)
+      w[k] = (norm_topk_prob_ ? w[k] / sum : w[k]) * routed_scale_;
+  }
+}
+
+void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* out) {
+  if (has_shared_) {
+    float* tmp = scratch_.get(3, static_cast<size_t>(rows * 3 * shared_.intermediate()));
+    shared_.forward(x, rows, out, tmp);
+  } else {
+    std::memset(out, 0, static_cast<size_t>(rows * hidden_) * sizeof(float));
+  }
+  for (auto& a : assigned_) a.clear();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < top_k_; ++k) {
+      const int64_t e = routing.experts[static_cast<size_t>(r * top_k_ + k)] - range_.begin;
+      if (e >= 0 && e < range_.count)
+        assigned_[static_cast<size_t>(e)].emplace_back(
+            static_cast<int32_t>(r), routing.weights[static_cast<size_t>(r * top_k_ + k)]);
+    }
+  for (int64_t e = 0; e < range_.count; ++e) {
+    const auto& rows_of = assigned_[static_cast<size_t>(e)];
+    if (rows_of.empty()) continue;
+    const auto m = static_cast<int64_t>(rows_of.size());
+    const Mlp& expert = experts_[static_cast<size_t>(e)];
+    float* xin = scratch_.get(4, static_cast<size_t>(m * hidden_));
+    float* yout = scratch_.get(5, static_cast<size_t>(m * hidden_));
+    float* tmp = scratch_.get(6, static_cast<size_t>(m * 3 * expert.intermediate()));
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(xin + i * hidden_, x + rows_of[static_cast<size_t>(i)].first * hidden_,
+                  static_cast<size_t>(hidden_) * sizeof(float));
+    expert.forward(xin, m, yout, tmp);
+    for (int64_t i = 0; i < m; ++i) {
+      const auto [row, weight] = rows_of[static_cast<size_t>(i)];
+      ops::axpy(weight, yout + i * hidden_, out + row * hidden_, hidden_);
+    }
+  }
+}
+
+}  // namespace handoff::model

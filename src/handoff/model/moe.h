@@ -1,0 +1,54 @@
+#pragma once
+// DeepSeekMoE (MODEL_SPEC §3): an fp32 sigmoid router with group-limited top-k selection
+// (e_score_correction_bias for selection only), routed experts weighted by the normalised,
+// scaled scores, plus shared experts. Tokens are grouped per expert so each expert's weights
+// are read once per step.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "handoff/model/config.h"
+#include "handoff/model/mlp.h"
+#include "handoff/model/scratch.h"
+#include "handoff/model/weight_loader.h"
+#include "handoff/ops/linear.h"
+
+namespace handoff::model {
+
+// The routed experts this rank holds, [begin, begin + count).
+struct ExpertRange {
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+
+struct Routing {
+  std::vector<int32_t> experts;  // [rows, top_k]
+  std::vector<float> weights;    // [rows, top_k]
+};
+
+class Moe {
+ public:
+  Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer, ExpertRange experts,
+      bool with_shared);
+
+  int64_t top_k() const { return top_k_; }
+  // Router only: fills `routing` for x [rows, D].
+  void route(const float* x, int64_t rows, Routing& routing);
+  // out[rows, D] = Σ routed experts held here (+ shared experts when loaded).
+  void forward(const float* x, int64_t rows, const Routing& routing, float* out);
+
+ private:
+  int64_t hidden_, n_experts_, top_k_, n_group_, topk_group_;
+  bool norm_topk_prob_;
+  float routed_scale_;
+  ExpertRange range_;
+  ops::LinearWeight gate_;
+  tensor::Tensor bias_;
+  std::vector<Mlp> experts_;
+  Mlp shared_;
+  bool has_shared_ = false;
+  std::vector<std::vector<std::pair<int32_t, float>>> assigned_;  // per local expert
+  Scratch scratch_;
+};
+
+}  // namespace handoff::model

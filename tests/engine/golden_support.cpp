@@ -1,0 +1,50 @@
+#include "golden_support.h"
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+namespace handoff::testing {
+
+std::string golden_dir(const std::string& name) {
+  return std::string(HANDOFF_TEST_DATA) + "/golden/" + name;
+}
+
+const nlohmann::json& golden(const std::string& name) {
+  static std::mutex mutex;
+  static std::map<std::string, nlohmann::json> cache;
+  std::lock_guard lock(mutex);
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    std::ifstream in(golden_dir(name) + "/golden.json");
+    it = cache.emplace(name, nlohmann::json::parse(in)).first;
+  }
+  return it->second;
+}
+
+engine::GenerationResult run_teacher_forced(model::Model& model, const nlohmann::json& prompt,
+                                            int64_t prefill_chunk) {
+  const auto tokens = prompt["tokens"].get<std::vector<int32_t>>();
+  const auto forced = prompt["greedy_tokens"].get<std::vector<int32_t>>();
+  engine::GenerationOptions options;
+  options.max_new_tokens = static_cast<int64_t>(forced.size());
+  options.prefill_chunk = prefill_chunk;
+  options.record = true;
+  engine::Generator generator(model, static_cast<int64_t>(tokens.size() + forced.size()), 4);
+  engine::Sampler sampler(0);
+  return generator.run(tokens, options, sampler, forced);
+}
+
+double max_abs_diff(const std::vector<std::vector<float>>& ours, const nlohmann::json& golden) {
+  double worst = 0.0;
+  if (ours.size() != golden.size()) return INFINITY;
+  for (size_t r = 0; r < ours.size(); ++r) {
+    if (ours[r].size() != golden[r].size()) return INFINITY;
+    for (size_t i = 0; i < ours[r].size(); ++i)
+      worst = std::max(worst, std::fabs(static_cast<double>(ours[r][i]) - golden[r][i].get<double>()));
+  }
+  return worst;
+}
+
+}  // namespace handoff::testing

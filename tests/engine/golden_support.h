@@ -1,0 +1,28 @@
+#pragma once
+// Loading the golden cases (outputs of DeepSeek's official reference, tests/data/golden) and
+// comparing engine runs against them.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "handoff/engine/generator.h"
+#include "handoff/model/model.h"
+
+namespace handoff::testing {
+
+inline const std::vector<std::string>& golden_cases() {
+  static const std::vector<std::string> cases = {"dsv32_tiny_sparse", "glm5_tiny_sparse",
+                                                 "dsv32_small_bf16", "dsv32_fp8_blocks"};
+  return cases;
+}
+
+std::string golden_dir(const std::string& name);
+const nlohmann::json& golden(const std::string& name);  // parsed once per process
+
+// Runs prompt `index` of `golden_json` teacher-forced with its greedy tokens, recording all.
+engine::GenerationResult run_teacher_forced(model::Model& model, const nlohmann::json& prompt,
+                                            int64_t prefill_chunk = 0);
+
+double max_abs_diff(const std::vector<std::vector<float>>& ours, const nlohmann::json& golden);
+
+}  // namespace handoff::testing

@@ -1,0 +1,136 @@
+// The engine against DeepSeek's official reference outputs (tests/data/golden).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "golden_support.h"
+#include "handoff/engine/sampler.h"
+
+namespace handoff::testing {
+namespace {
+
+using tensor::DType;
+
+std::unique_ptr<model::Model> load(const std::string& name, DType dtype) {
+  model::LoadOptions options;
+  options.dtype = dtype;
+  return model::Model::load(golden_dir(name), options);
+}
+
+class GoldenF32 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenF32, LogitsTokensIndexerAndExpertsMatchReference) {
+  const auto& g = golden(GetParam());
+  auto model = load(GetParam(), DType::kF32);
+  for (size_t p = 0; p < g["prompts"].size(); ++p) {
+    SCOPED_TRACE("prompt " + std::to_string(p));
+    const auto& gp = g["prompts"][p];
+    const auto r = run_teacher_forced(*model, gp);
+    EXPECT_LE(max_abs_diff(r.prefill_logits, gp["prefill_logits"]), 1e-4);
+    EXPECT_LE(max_abs_diff(r.decode_logits, gp["decode_logits"]), 1e-4);
+    EXPECT_EQ(r.generated, gp["greedy_tokens"].get<std::vector<int32_t>>());
+    const auto& last = r.decode_logits.back();
+    EXPECT_EQ(engine::argmax(last.data(), static_cast<int64_t>(last.size())),
+              gp["next_token_after_decode"].get<int32_t>());
+    EXPECT_EQ(r.indexer_topk_prefill,
+              gp["indexer_topk_prefill"].get<std::vector<std::vector<std::vector<int32_t>>>>());
+    EXPECT_EQ(r.indexer_topk_decode,
+              gp["indexer_topk_decode"].get<std::vector<std::vector<std::vector<int32_t>>>>());
+    for (const auto& [layer, rows] : gp["moe_experts_prefill"].items())
+      EXPECT_EQ(r.experts_prefill[std::stoul(layer)],
+                rows.get<std::vector<std::vector<int32_t>>>())
+          << "layer " << layer;
+  }
+}
+
+TEST_P(GoldenF32, ChunkedPrefillEqualsOnePrefill) {
+  const auto& g = golden(GetParam());
+  auto model = load(GetParam(), DType::kF32);
+  for (size_t p = 0; p < g["prompts"].size(); ++p) {
+    const auto& gp = g["prompts"][p];
+    const auto whole = run_teacher_forced(*model, gp);
+    for (int64_t chunk : {1, 3, 7}) {
+      SCOPED_TRACE("prompt " + std::to_string(p) + " chunk " + std::to_string(chunk));
+      const auto chunked = run_teacher_forced(*model, gp, chunk);
+      ASSERT_EQ(chunked.prefill_logits.size(), whole.prefill_logits.size());
+      double worst = 0;
+      for (size_t r = 0; r < whole.prefill_logits.size(); ++r)
+        for (size_t i = 0; i < whole.prefill_logits[r].size(); ++i)
+          worst = std::max<double>(
+              worst, std::fabs(whole.prefill_logits[r][i] - chunked.prefill_logits[r][i]));
+      EXPECT_LE(worst, 1e-4);
+      EXPECT_LE(max_abs_diff(chunked.decode_logits, gp["decode_logits"]), 1e-4);
+      EXPECT_EQ(chunked.indexer_topk_prefill, whole.indexer_topk_prefill);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCases, GoldenF32, ::testing::ValuesIn(golden_cases()));
+
+double overlap(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  std::set<int32_t> sa(a.begin(), a.end());
+  size_t common = 0;
+  for (int32_t v : b) common += sa.count(v);
+  return b.empty() ? 1.0 : static_cast<double>(common) / static_cast<double>(b.size());
+}
+
+// bf16 weights compute a different function; compare decisions loosely, teacher-forced.
+TEST(GoldenBf16, DecisionsAgreeWithReference) {
+  int64_t margin_steps = 0, margin_agree = 0;
+  double topk_sum = 0, expert_sum = 0, worst_logit = 0;
+  int64_t topk_rows = 0, expert_rows = 0;
+  for (const auto& name : golden_cases()) {
+    const auto& g = golden(name);
+    auto model = load(name, DType::kBF16);
+    for (const auto& gp : g["prompts"]) {
+      const auto r = run_teacher_forced(*model, gp);
+      worst_logit = std::max({worst_logit, max_abs_diff(r.prefill_logits, gp["prefill_logits"]),
+                              max_abs_diff(r.decode_logits, gp["decode_logits"])});
+      // Steps: the prefill's last row, then every decode row.
+      std::vector<std::vector<float>> ours = {r.prefill_logits.back()};
+      ours.insert(ours.end(), r.decode_logits.begin(), r.decode_logits.end());
+      std::vector<std::vector<double>> ref = {gp["prefill_last_logits"].get<std::vector<double>>()};
+      for (const auto& row : gp["decode_logits"]) ref.push_back(row.get<std::vector<double>>());
+      for (size_t s = 0; s < ours.size(); ++s) {
+        std::vector<double> sorted = ref[s];
+        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+        if (sorted[0] - sorted[1] < 0.05) continue;
+        ++margin_steps;
+        const auto ref_best = std::max_element(ref[s].begin(), ref[s].end()) - ref[s].begin();
+        margin_agree += engine::argmax(ours[s].data(), static_cast<int64_t>(ours[s].size())) ==
+                        ref_best;
+      }
+      const auto gi = gp["indexer_topk_prefill"].get<std::vector<std::vector<std::vector<int32_t>>>>();
+      for (size_t l = 0; l < gi.size(); ++l)
+        for (size_t t = 0; t < gi[l].size(); ++t, ++topk_rows)
+          topk_sum += overlap(r.indexer_topk_prefill[l][t], gi[l][t]);
+      const auto gd = gp["indexer_topk_decode"].get<std::vector<std::vector<std::vector<int32_t>>>>();
+      for (size_t s = 0; s < gd.size(); ++s)
+        for (size_t l = 0; l < gd[s].size(); ++l, ++topk_rows)
+          topk_sum += overlap(r.indexer_topk_decode[s][l], gd[s][l]);
+      for (const auto& [layer, rows] : gp["moe_experts_prefill"].items()) {
+        const auto ge = rows.get<std::vector<std::vector<int32_t>>>();
+        for (size_t t = 0; t < ge.size(); ++t, ++expert_rows)
+          expert_sum += overlap(r.experts_prefill[std::stoul(layer)][t], ge[t]);
+      }
+    }
+  }
+  const double topk_mean = topk_sum / static_cast<double>(topk_rows);
+  const double expert_mean = expert_sum / static_cast<double>(expert_rows);
+  std::printf(
+      "bf16 vs golden: argmax agrees on %lld of %lld steps with margin >= 0.05; mean indexer "
+      "top-k overlap %.4f over %lld rows; mean expert overlap %.4f over %lld rows; max |logit "
+      "diff| %.4f\n",
+      static_cast<long long>(margin_agree), static_cast<long long>(margin_steps), topk_mean,
+      static_cast<long long>(topk_rows), expert_mean, static_cast<long long>(expert_rows),
+      worst_logit);
+  EXPECT_GT(margin_steps, 0);
+  EXPECT_EQ(margin_agree, margin_steps);
+  EXPECT_GE(topk_mean, 0.9);
+  EXPECT_GE(expert_mean, 0.9);
+}
+
+}  // namespace
+}  // namespace handoff::testing
