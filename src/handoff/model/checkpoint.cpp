@@ -1,0 +1,189 @@
+#include "handoff/model/checkpoint.h"
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "handoff/error.h"
+#include "handoff/log.h"
+#include "handoff/tensor/thread_pool.h"
+
+namespace handoff::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Default block size of DeepSeek/GLM FP8 releases, used when a checkpoint has F8 tensors but
+// its config carries no quantization_config.
+constexpr int64_t kDefaultBlock = 128;
+
+// The layer index of "model.layers.{i}.…", or -1.
+int64_t layer_of(const std::string& name) {
+  static constexpr std::string_view kPrefix = "model.layers.";
+  if (name.rfind(kPrefix, 0) != 0) return -1;
+  int64_t layer = -1;
+  const char* begin = name.data() + kPrefix.size();
+  const char* end = name.data() + name.size();
+  auto [ptr, ec] = std::from_chars(begin, end, layer);
+  if (ec != std::errc() || ptr == end || *ptr != '.') return -1;
+  return layer;
+}
+
+std::map<std::string, std::string> read_weight_map(const std::string& index_path) {
+  std::ifstream in(index_path);
+  if (!in) fail_input("{}: cannot open", index_path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail_input("{}: invalid JSON: {}", index_path, e.what());
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())
+    fail_input("{}: missing 'weight_map' object", index_path);
+  std::map<std::string, std::string> map;
+  for (const auto& [name, file] : j.at("weight_map").items()) {
+    if (!file.is_string())
+      fail_input("{}: weight_map entry '{}' is not a file name", index_path, name);
+    map.emplace(name, file.get<std::string>());
+  }
+  return map;
+}
+
+bool is_float_dtype(tensor::DType d) {
+  return d == tensor::DType::kF32 || d == tensor::DType::kBF16 || d == tensor::DType::kF16 ||
+         d == tensor::DType::kF8E4M3;
+}
+
+}  // namespace
+
+Checkpoint Checkpoint::open(const std::string& dir, const ModelConfig& config) {
+  Checkpoint ck;
+  ck.dir_ = dir;
+  if (config.weight_block_rows > 0) ck.block_rows_ = config.weight_block_rows;
+  if (config.weight_block_cols > 0) ck.block_cols_ = config.weight_block_cols;
+  if (!fs::is_directory(dir)) fail_input("{}: checkpoint folder does not exist", dir);
+  const fs::path index_path = fs::path(dir) / "model.safetensors.index.json";
+  const fs::path single_path = fs::path(dir) / "model.safetensors";
+  if (fs::exists(index_path)) {
+    const auto weight_map = read_weight_map(index_path.string());
+    std::map<std::string, const SafetensorsFile*> by_file;
+    for (const auto& [name, file] : weight_map) {
+      if (by_file.count(file)) continue;
+      const fs::path shard = fs::path(dir) / file;
+      if (!fs::exists(shard))
+        fail_input("{}: shard file '{}' listed in {} does not exist", shard.string(), file,
+                   index_path.string());
+      ck.files_.push_back(SafetensorsFile::open(shard.string()));
+      by_file.emplace(file, ck.files_.back().get());
+    }
+    for (const auto& [name, file] : weight_map) {
+      const SafetensorsFile* st = by_file.at(file);
+      if (!st->has(name))
+        fail_input("{}: tensor '{}' listed in {} is not in this shard", st->path(), name,
+                   index_path.string());
+      ck.index_.emplace(name, st);
+    }
+  } else if (fs::exists(single_path)) {
+    ck.files_.push_back(SafetensorsFile::open(single_path.string()));
+    for (const auto& [name, entry] : ck.files_.back()->entries())
+      ck.index_.emplace(name, ck.files_.back().get());
+  } else {
+    fail_input("{}: no weights found (expected model.safetensors or "
+               "model.safetensors.index.json)",
+               dir);
+  }
+  std::set<int64_t> mtp_layers;
+  for (const auto& [name, file] : ck.index_) {
+    const int64_t layer = layer_of(name);
+    if (layer >= config.num_hidden_layers) mtp_layers.insert(layer);
+  }
+  if (!mtp_layers.empty())
+    log::info("{}: skipping {} MTP layer(s) starting at layer {} (multi-token prediction is not "
+              "used)",
+              dir, mtp_layers.size(), *mtp_layers.begin());
+  return ck;
+}
+
+bool Checkpoint::has(const std::string& name) const { return index_.count(name) != 0; }
+
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  out.reserve(index_.size());
+  for (const auto& [name, file] : index_) out.push_back(name);
+  return out;
+}
+
+size_t Checkpoint::total_bytes() const {
+  size_t total = 0;
+  for (const auto& [name, file] : index_) {
+    const TensorEntry& e = file->entries().at(name);
+    total += e.end - e.begin;
+  }
+  return total;
+}
+
+tensor::Tensor Checkpoint::load(const std::string& name, const tensor::Shape& expected,
+                                tensor::DType dtype) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) fail_input("{}: tensor '{}' is missing from the checkpoint", dir_, name);
+  const SafetensorsFile& file = *it->second;
+  const TensorEntry& entry = file.entries().at(name);
+  if (entry.shape != expected)
+    fail_input("{}: tensor '{}' has shape {}, expected {}", file.path(), name,
+               tensor::shape_str(entry.shape), tensor::shape_str(expected));
+  if (!is_float_dtype(entry.dtype))
+    fail_input("{}: tensor '{}' has dtype {}; a float weight (F32, BF16, F16 or F8_E4M3) is "
+               "required",
+               file.path(), name, tensor::dtype_name(entry.dtype));
+  if (!is_float_dtype(dtype) || dtype == tensor::DType::kF8E4M3)
+    fail("Checkpoint::load('{}'): unsupported target dtype {}", name, tensor::dtype_name(dtype));
+  const tensor::Tensor raw = file.get(name);
+  if (entry.dtype != tensor::DType::kF8E4M3) {
+    if (entry.dtype == dtype) return raw;  // zero-copy view of the mapping
+    return raw.to(dtype);
+  }
+
+  // FP8 block quantisation: W = fp8 · scale_inv[i / br, j / bc] (scale_inv is a multiplier).
+  const std::string scale_name = name + "_scale_inv";
+  if (entry.shape.size() != 2)
+    fail_input("{}: F8_E4M3 tensor '{}' must be 2-d, has shape {}", file.path(), name,
+               tensor::shape_str(entry.shape));
+  auto sit = index_.find(scale_name);
+  if (sit == index_.end())
+    fail_input("{}: F8_E4M3 tensor '{}' has no companion '{}' in {}", file.path(), name,
+               scale_name, dir_);
+  const SafetensorsFile& sfile = *sit->second;
+  const TensorEntry& sentry = sfile.entries().at(scale_name);
+  const int64_t rows = entry.shape[0];
+  const int64_t cols = entry.shape[1];
+  const int64_t br = block_rows_;
+  const int64_t bc = block_cols_;
+  const tensor::Shape grid = {(rows + br - 1) / br, (cols + bc - 1) / bc};
+  if (sentry.shape != grid)
+    fail_input("{}: tensor '{}' has shape {}, expected {} (the {}x{} block grid of '{}' {})",
+               sfile.path(), scale_name, tensor::shape_str(sentry.shape), tensor::shape_str(grid),
+               br, bc, name, tensor::shape_str(entry.shape));
+  if (!is_float_dtype(sentry.dtype) || sentry.dtype == tensor::DType::kF8E4M3)
+    fail_input("{}: tensor '{}' has dtype {}; F32 block scales are required", sfile.path(),
+               scale_name, tensor::dtype_name(sentry.dtype));
+  const tensor::Tensor scale = sfile.get(scale_name).to(tensor::DType::kF32);
+  const float* s = scale.data<float>();
+  const uint8_t* q = raw.data<uint8_t>();
+  tensor::Tensor w = tensor::Tensor::empty(entry.shape, tensor::DType::kF32);
+  float* out = w.data<float>();
+  const int64_t grid_cols = grid[1];
+  tensor::parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* srow = s + (r / br) * grid_cols;
+      for (int64_t c = 0; c < cols; ++c)
+        out[r * cols + c] = tensor::f8e4m3_to_f32(q[r * cols + c]) * srow[c / bc];
+    }
+  });
+  if (dtype == tensor::DType::kF32) return w;
+  return w.to(dtype);
+}
+
+}  // namespace handoff::model

@@ -1,0 +1,183 @@
+#include "handoff/model/safetensors.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "handoff/error.h"
+
+namespace handoff::model {
+namespace {
+
+using nlohmann::json;
+
+// A header this large is certainly corrupt (real ones are a few MB); refusing early avoids
+// parsing random bytes as JSON.
+constexpr uint64_t kMaxHeaderBytes = uint64_t{1} << 30;
+
+bool parse_st_dtype(const std::string& name, tensor::DType& out) {
+  using tensor::DType;
+  if (name == "F32") out = DType::kF32;
+  else if (name == "BF16") out = DType::kBF16;
+  else if (name == "F16") out = DType::kF16;
+  else if (name == "F8_E4M3") out = DType::kF8E4M3;
+  else if (name == "I32") out = DType::kI32;
+  else if (name == "I64") out = DType::kI64;
+  else return false;
+  return true;
+}
+
+std::string st_dtype_name(tensor::DType dtype) {
+  using tensor::DType;
+  switch (dtype) {
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
+  }
+  return "?";
+}
+
+bool is_non_negative_int(const json& v) {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+}
+
+TensorEntry parse_entry(const std::string& path, const std::string& name, const json& v,
+                        size_t data_size) {
+  if (!v.is_object()) fail_input("{}: tensor '{}': header entry is not an object", path, name);
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    if (!v.contains(key)) fail_input("{}: tensor '{}': header entry lacks '{}'", path, name, key);
+  TensorEntry e;
+  const json& dt = v.at("dtype");
+  if (!dt.is_string()) fail_input("{}: tensor '{}': 'dtype' is not a string", path, name);
+  if (!parse_st_dtype(dt.get<std::string>(), e.dtype))
+    fail_input("{}: tensor '{}': unsupported dtype '{}' (expected F32, BF16, F16, F8_E4M3, I32 "
+               "or I64)",
+               path, name, dt.get<std::string>());
+  const json& shape = v.at("shape");
+  if (!shape.is_array()) fail_input("{}: tensor '{}': 'shape' is not a list", path, name);
+  for (const json& d : shape) {
+    if (!is_non_negative_int(d))
+      fail_input("{}: tensor '{}': bad shape {}", path, name, shape.dump());
+    e.shape.push_back(d.get<int64_t>());
+  }
+  const json& off = v.at("data_offsets");
+  if (!off.is_array() || off.size() != 2 || !is_non_negative_int(off[0]) ||
+      !is_non_negative_int(off[1]))
+    fail_input("{}: tensor '{}': 'data_offsets' must be two non-negative integers, got {}", path,
+               name, off.dump());
+  e.begin = off[0].get<size_t>();
+  e.end = off[1].get<size_t>();
+  if (e.end < e.begin)
+    fail_input("{}: tensor '{}': data_offsets [{}, {}] end before begin", path, name, e.begin,
+               e.end);
+  if (e.end > data_size)
+    fail_input("{}: tensor '{}': data_offsets [{}, {}] beyond the data section of {} bytes "
+               "(truncated file?)",
+               path, name, e.begin, e.end, data_size);
+  const size_t expected =
+      static_cast<size_t>(tensor::shape_numel(e.shape)) * tensor::dtype_size(e.dtype);
+  if (e.end - e.begin != expected)
+    fail_input("{}: tensor '{}': {} bytes stored, but {} {} needs {} bytes", path, name,
+               e.end - e.begin, st_dtype_name(e.dtype), tensor::shape_str(e.shape), expected);
+  return e;
+}
+
+}  // namespace
+
+std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+  auto file = tensor::MappedFile::open(path);
+  if (file->size() < 8)
+    fail_input("{}: not a safetensors file: {} bytes, shorter than the 8-byte header length",
+               path, file->size());
+  uint64_t header_len = 0;
+  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file->data()[i];
+  if (header_len > kMaxHeaderBytes || header_len > file->size() - 8)
+    fail_input("{}: header length {} goes beyond the file size of {} bytes (truncated or not a "
+               "safetensors file)",
+               path, header_len, file->size());
+  const char* text = reinterpret_cast<const char*>(file->data() + 8);
+  json header;
+  try {
+    header = json::parse(text, text + header_len);
+  } catch (const json::parse_error& e) {
+    fail_input("{}: invalid JSON header: {}", path, e.what());
+  }
+  if (!header.is_object()) fail_input("{}: header is not a JSON object", path);
+
+  auto st = std::shared_ptr<SafetensorsFile>(new SafetensorsFile());
+  st->file_ = file;
+  st->data_start_ = 8 + static_cast<size_t>(header_len);
+  const size_t data_size = file->size() - st->data_start_;
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") continue;
+    st->entries_.emplace(name, parse_entry(path, name, value, data_size));
+  }
+  // Overlapping tensors would alias each other's bytes: a writer bug we should not hide.
+  std::vector<std::pair<size_t, const std::string*>> spans;
+  for (const auto& [name, e] : st->entries_)
+    if (e.end > e.begin) spans.emplace_back(e.begin, &name);
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) {
+    const TensorEntry& prev = st->entries_.at(*spans[i - 1].second);
+    if (spans[i].first < prev.end)
+      fail_input("{}: tensor '{}' overlaps tensor '{}' in the data section", path,
+                 *spans[i].second, *spans[i - 1].second);
+  }
+  return st;
+}
+
+tensor::Tensor SafetensorsFile::get(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) fail_input("{}: no tensor '{}'", path(), name);
+  const TensorEntry& e = it->second;
+  return tensor::Tensor::from_mapping(file_, data_start_ + e.begin, e.shape, e.dtype);
+}
+
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, tensor::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header;
+  if (!metadata.empty()) {
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata) meta[k] = v;
+    header["__metadata__"] = meta;
+  }
+  size_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    if (header.contains(name)) fail("write_safetensors {}: duplicate tensor '{}'", path, name);
+    header[name] = {{"dtype", st_dtype_name(t.dtype())},
+                    {"shape", t.shape()},
+                    {"data_offsets", {offset, offset + t.nbytes()}}};
+    offset += t.nbytes();
+  }
+  std::string text = header.dump();
+  // HF pads with spaces so the data section starts 8-byte aligned.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(path.c_str(), "wb"), std::fclose);
+  if (!out) fail_input("{}: cannot create: {}", path, std::strerror(errno));
+  uint8_t len_bytes[8];
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
+  bool ok = std::fwrite(len_bytes, 1, 8, out.get()) == 8 &&
+            std::fwrite(text.data(), 1, text.size(), out.get()) == text.size();
+  for (const auto& [name, t] : tensors) {
+    if (!ok) break;
+    const tensor::Tensor c = t.is_contiguous() ? t : t.contiguous();
+    ok = std::fwrite(c.raw(), 1, c.nbytes(), out.get()) == c.nbytes();
+  }
+  if (!ok || std::fflush(out.get()) != 0)
+    fail_input("{}: write failed: {}", path, std::strerror(errno));
+  if (std::fclose(out.release()) != 0) fail_input("{}: close failed: {}", path, std::strerror(errno));
+}
+
+}  // namespace handoff::model
