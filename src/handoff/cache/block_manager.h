@@ -1,6 +1,7 @@
 #pragma once
 // Hands out fixed-size cache blocks to sequences. A sequence's BlockTable maps its token
 // positions to cache rows ("slots"); the forward writes and reads the cache through them.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
