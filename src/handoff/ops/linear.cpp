@@ -1,0 +1,255 @@
+// LinearWeight: packing at load, the small-M (decode) path over our own kernels and the
+// large-M (prefill) path over oneDNN matmul, both reading the one packed buffer.
+#include "handoff/ops/linear.h"
+
+#include <algorithm>
+#include <cstring>
+#include <dnnl.hpp>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "handoff/error.h"
+#include "handoff/ops/cpu_features.h"
+#include "handoff/ops/linear_kernels.h"
+#include "handoff/tensor/thread_pool.h"
+
+namespace handoff::ops {
+
+namespace {
+
+using detail::kKAlign;
+using detail::kRowBlock;
+using tensor::DType;
+
+// Up to this many rows of x the hand-written kernels win: they read each weight byte once from
+// memory and need no packing of x; beyond it oneDNN's blocked GEMM is compute-efficient.
+constexpr int64_t kSmallMMax = 16;
+// Distinct M kept as ready oneDNN primitives before the cache is reset.
+constexpr size_t kMaxCachedPrimitives = 64;
+
+int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
+
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+// Row r of a 2-d float tensor of any dtype and strides, converted to f32.
+void gather_row_f32(const tensor::Tensor& w, int64_t r, float* out) {
+  const size_t size = tensor::dtype_size(w.dtype());
+  const auto* base = static_cast<const uint8_t*>(w.raw()) + r * w.strides()[0] * int64_t(size);
+  const int64_t k = w.size(1), cs = w.strides()[1];
+  if (cs == 1) {
+    tensor::convert_to_f32(w.dtype(), base, out, static_cast<size_t>(k));
+    return;
+  }
+  for (int64_t c = 0; c < k; ++c)
+    tensor::convert_to_f32(w.dtype(), base + c * cs * int64_t(size), out + c, 1);
+}
+
+}  // namespace
+
+void detail::linear_small_m_portable(const PackedWeight& w, const float* x, int64_t m, float* y,
+                                     int64_t ldy, int64_t b0, int64_t b1) {
+  const int64_t kp = w.k_pad;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t row0 = b * kRowBlock;
+    const int64_t valid = std::min<int64_t>(kRowBlock, w.n - row0);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x + i * kp;
+      float acc[kRowBlock] = {};
+      if (w.dtype == DType::kBF16) {
+        const auto* p = static_cast<const uint16_t*>(w.data) + b * kp * kRowBlock;
+        for (int64_t k = 0; k < kp; k += 2, p += 2 * kRowBlock)
+          for (int64_t r = 0; r < kRowBlock; ++r)
+            acc[r] += tensor::bf16_to_f32(p[2 * r]) * xi[k] +
+                      tensor::bf16_to_f32(p[2 * r + 1]) * xi[k + 1];
+      } else {
+        const auto* p = static_cast<const float*>(w.data) + b * kp * kRowBlock;
+        for (int64_t k = 0; k < kp; ++k, p += kRowBlock)
+          for (int64_t r = 0; r < kRowBlock; ++r) acc[r] += p[r] * xi[k];
+      }
+      std::memcpy(y + i * ldy + row0, acc, static_cast<size_t>(valid) * sizeof(float));
+    }
+  }
+}
+
+struct LinearWeight::Impl {
+  tensor::Tensor packed;  // owns the packed buffer
+  detail::PackedWeight pw{};
+  int64_t k = 0;
+
+  struct Prim {
+    dnnl::matmul matmul;
+    dnnl::memory::desc src_md, wei_md, dst_md;
+    size_t scratch_bytes = 0;
+  };
+  std::mutex mu;  // guards `prims`; a Prim, once built, is immutable and shared
+  std::map<int64_t, std::shared_ptr<const Prim>> prims;  // by M
+
+  std::shared_ptr<const Prim> prim(int64_t m);
+  void forward_small(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const;
+  void forward_large(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy);
+};
+
+std::shared_ptr<const LinearWeight::Impl::Prim> LinearWeight::Impl::prim(int64_t m) {
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  const bool bf16 = pw.dtype == DType::kBF16;
+  std::lock_guard lock(mu);
+  if (auto it = prims.find(m); it != prims.end()) return it->second;
+  if (prims.size() >= kMaxCachedPrimitives) prims.clear();
+
+  // oneDNN 2.6 only runs its fast (brgemm) matmul on dense activations; strided ones fall to
+  // the reference implementation, so forward_large densifies x and y instead.
+  auto p = std::make_shared<Prim>();
+  // bf16: oneDNN 2.6's brgemm misreads BA16a16b2a weights whose K is not a multiple of its own
+  // K block (rows past the first 16 columns come out wrong), so it is given the zero-padded
+  // k_pad (a multiple of 32) as the logical K, with x zero-padded to match.
+  const int64_t kk = bf16 ? pw.k_pad : k;
+  p->src_md = dnnl::memory::desc({m, kk}, bf16 ? dt::bf16 : dt::f32, tag::ab);
+  p->wei_md = dnnl::memory::desc({kk, pw.n}, bf16 ? dt::bf16 : dt::f32,
+                                 bf16 ? tag::BA16a16b2a : tag::BA16a16b);
+  p->dst_md = dnnl::memory::desc({m, pw.n}, dt::f32, tag::ab);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const dnnl::matmul::desc desc(p->src_md, p->wei_md, p->dst_md);
+  const dnnl::matmul::primitive_desc pd(desc, attr, cpu_engine());
+  p->scratch_bytes = pd.scratchpad_desc().get_size();
+  p->matmul = dnnl::matmul(pd);
+  prims.emplace(m, p);
+  return p;
+}
+
+void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int64_t ldx,
+                                       int64_t ldy) const {
+  // The kernels want x dense and zero-padded to k_pad; copying M·K floats is negligible next
+  // to streaming N·K weights.
+  thread_local std::vector<float> xpad;
+  const int64_t kp = pw.k_pad;
+  xpad.resize(static_cast<size_t>(m * kp));
+  for (int64_t i = 0; i < m; ++i) {
+    std::memcpy(xpad.data() + i * kp, x + i * ldx, static_cast<size_t>(k) * sizeof(float));
+    std::fill(xpad.data() + i * kp + k, xpad.data() + (i + 1) * kp, 0.0f);
+  }
+  const detail::SmallMKernel kernel =
+      cpu_has_avx512() ? detail::avx512::linear_small_m : detail::linear_small_m_portable;
+  const float* xp = xpad.data();
+  const detail::PackedWeight& w = pw;
+  // Contiguous runs of 16-row blocks per thread; at least 4 blocks (64 rows) each so tiny
+  // matrices are not split across threads for nothing.
+  tensor::parallel_for(pw.n_blocks, 4,
+                       [&](int64_t b0, int64_t b1) { kernel(w, xp, m, y, ldy, b0, b1); });
+}
+
+void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int64_t ldx,
+                                       int64_t ldy) {
+  const std::shared_ptr<const Prim> p = prim(m);
+  // Per-thread scratch that only grows, so steady-state calls do not allocate buffers.
+  thread_local std::vector<uint16_t> xbf16;
+  thread_local std::vector<float> xdense, ydense;
+  thread_local std::vector<uint8_t> scratch;
+  const dnnl::engine& engine = cpu_engine();
+  const int64_t n = pw.n;
+  void* src = const_cast<float*>(x);
+  if (pw.dtype == DType::kBF16) {
+    const int64_t kp = pw.k_pad;
+    xbf16.resize(static_cast<size_t>(m * kp));
+    uint16_t* dst = xbf16.data();
+    tensor::parallel_for(m, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        tensor::convert_from_f32(x + i * ldx, DType::kBF16, dst + i * kp, static_cast<size_t>(k));
+        std::fill(dst + i * kp + k, dst + (i + 1) * kp, uint16_t{0});
+      }
+    });
+    src = dst;
+  } else if (ldx != k) {
+    xdense.resize(static_cast<size_t>(m * k));
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(xdense.data() + i * k, x + i * ldx, static_cast<size_t>(k) * sizeof(float));
+    src = xdense.data();
+  }
+  float* out = y;
+  if (ldy != n) {
+    ydense.resize(static_cast<size_t>(m * n));
+    out = ydense.data();
+  }
+  if (scratch.size() < p->scratch_bytes) scratch.resize(p->scratch_bytes);
+  dnnl::memory src_mem(p->src_md, engine, src);
+  dnnl::memory wei_mem(p->wei_md, engine, const_cast<void*>(pw.data));
+  dnnl::memory dst_mem(p->dst_md, engine, out);
+  dnnl::memory scratch_mem(dnnl::memory::desc({static_cast<int64_t>(p->scratch_bytes)},
+                                              dnnl::memory::data_type::u8, {1}),
+                           engine, scratch.data());
+  thread_local dnnl::stream stream(engine);
+  p->matmul.execute(stream, {{DNNL_ARG_SRC, src_mem},
+                             {DNNL_ARG_WEIGHTS, wei_mem},
+                             {DNNL_ARG_DST, dst_mem},
+                             {DNNL_ARG_SCRATCHPAD, scratch_mem}});
+  stream.wait();
+  if (out != y)
+    for (int64_t i = 0; i < m; ++i)
+      std::memcpy(y + i * ldy, out + i * n, static_cast<size_t>(n) * sizeof(float));
+}
+
+LinearWeight::LinearWeight(const tensor::Tensor& w, tensor::DType dtype)
+    : impl_(std::make_unique<Impl>()) {
+  if (w.dim() != 2) fail("LinearWeight: weight must be 2-d, got {}", tensor::shape_str(w.shape()));
+  if (dtype != DType::kF32 && dtype != DType::kBF16)
+    fail("LinearWeight: unsupported packed dtype {}", tensor::dtype_name(dtype));
+  n_ = w.size(0);
+  k_ = w.size(1);
+  dtype_ = dtype;
+  if (n_ <= 0 || k_ <= 0) fail("LinearWeight: empty weight {}", tensor::shape_str(w.shape()));
+
+  // bf16 K is padded to 32, not 16: see Impl::prim.
+  const int64_t kp = round_up(k_, dtype == DType::kBF16 ? 2 * kKAlign : kKAlign);
+  const int64_t nb = (n_ + kRowBlock - 1) / kRowBlock;
+  Impl& im = *impl_;
+  im.k = k_;
+  im.packed = tensor::Tensor::zeros({nb * kp * kRowBlock}, dtype);
+  im.pw = {dtype, n_, kp, nb, im.packed.raw()};
+  void* dst = im.packed.raw();
+  tensor::parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
+    std::vector<float> row(static_cast<size_t>(k_));
+    for (int64_t b = b0; b < b1; ++b) {
+      for (int64_t r = 0; r < kRowBlock && b * kRowBlock + r < n_; ++r) {
+        gather_row_f32(w, b * kRowBlock + r, row.data());
+        for (int64_t c = 0; c < k_; ++c) {
+          if (dtype == DType::kBF16) {
+            // [N/16][K/2][16][2]
+            const int64_t idx = ((b * kp + (c & ~int64_t{1})) * kRowBlock) + 2 * r + (c & 1);
+            static_cast<uint16_t*>(dst)[idx] = tensor::f32_to_bf16(row[c]);
+          } else {
+            // [N/16][K][16]
+            static_cast<float*>(dst)[(b * kp + c) * kRowBlock + r] = row[c];
+          }
+        }
+      }
+    }
+  });
+}
+
+LinearWeight::~LinearWeight() = default;
+LinearWeight::LinearWeight(LinearWeight&&) noexcept = default;
+LinearWeight& LinearWeight::operator=(LinearWeight&&) noexcept = default;
+
+size_t LinearWeight::weight_bytes() const {
+  return static_cast<size_t>(n_ * k_) * tensor::dtype_size(dtype_);
+}
+
+void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {
+  if (!defined()) fail("LinearWeight::forward on an empty weight");
+  if (ldx < 0) ldx = k_;
+  if (ldy < 0) ldy = n_;
+  if (ldx < k_ || ldy < n_) fail("LinearWeight::forward: ldx {} / ldy {} too small", ldx, ldy);
+  if (m <= 0) return;
+  if (m <= kSmallMMax) {
+    impl_->forward_small(x, m, y, ldx, ldy);
+  } else {
+    impl_->forward_large(x, m, y, ldx, ldy);
+  }
+}
+
+}  // namespace handoff::ops

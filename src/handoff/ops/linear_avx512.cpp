@@ -1,0 +1,115 @@
+// AVX-512 small-M (decode) kernels over the packed layout described in linear_kernels.h.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "handoff/ops/linear_kernels.h"
+
+namespace handoff::ops::detail::avx512 {
+
+namespace {
+
+// NB blocks of 16 rows × MR input rows. For tiny NB·MR, even and odd k go to separate
+// accumulators so enough FMA chains are in flight to hide the FMA latency.
+template <bool kBF16, int NB, int MR>
+void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b) {
+  constexpr bool kSplit = NB * MR <= 8;
+  constexpr int kAcc = kSplit ? 2 : 1;
+  __m512 acc[kAcc][NB][MR];
+  for (int s = 0; s < kAcc; ++s)
+    for (int j = 0; j < NB; ++j)
+      for (int i = 0; i < MR; ++i) acc[s][j][i] = _mm512_setzero_ps();
+
+  const int64_t kp = w.k_pad;
+  const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  for (int64_t k = 0; k < kp; k += 2) {
+    __m512 w0[NB], w1[NB];
+    for (int j = 0; j < NB; ++j) {
+      if constexpr (kBF16) {
+        const auto* p = static_cast<const uint16_t*>(w.data) + ((b + j) * kp + k) * kRowBlock;
+        const __m512i v = _mm512_loadu_si512(p);
+        w0[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+        w1[j] = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
+      } else {
+        const auto* p = static_cast<const float*>(w.data) + ((b + j) * kp + k) * kRowBlock;
+        w0[j] = _mm512_loadu_ps(p);
+        w1[j] = _mm512_loadu_ps(p + kRowBlock);
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      const __m512 x0 = _mm512_set1_ps(x[i * ldx + k]);
+      const __m512 x1 = _mm512_set1_ps(x[i * ldx + k + 1]);
+      for (int j = 0; j < NB; ++j) {
+        acc[0][j][i] = _mm512_fmadd_ps(w0[j], x0, acc[0][j][i]);
+        acc[kAcc - 1][j][i] = _mm512_fmadd_ps(w1[j], x1, acc[kAcc - 1][j][i]);
+      }
+    }
+  }
+  for (int j = 0; j < NB; ++j) {
+    const int64_t row0 = (b + j) * kRowBlock;
+    const int64_t valid = std::min<int64_t>(kRowBlock, w.n - row0);
+    const __mmask16 mask = valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << valid) - 1);
+    for (int i = 0; i < MR; ++i) {
+      __m512 r = acc[0][j][i];
+      if constexpr (kSplit) r = _mm512_add_ps(r, acc[1][j][i]);
+      _mm512_mask_storeu_ps(y + i * ldy + row0, mask, r);
+    }
+  }
+}
+
+template <bool kBF16, int NB>
+void tile_rows(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy, int64_t b) {
+  // Rows of x beyond the first four re-read this tile's weights, but from L2, not memory.
+  const int64_t ldx = w.k_pad;
+  for (int64_t i = 0; i < m; i += 4) {
+    const float* xi = x + i * ldx;
+    float* yi = y + i * ldy;
+    switch (std::min<int64_t>(4, m - i)) {
+      case 1:
+        tile<kBF16, NB, 1>(w, xi, ldx, yi, ldy, b);
+        break;
+      case 2:
+        tile<kBF16, NB, 2>(w, xi, ldx, yi, ldy, b);
+        break;
+      case 3:
+        tile<kBF16, NB, 3>(w, xi, ldx, yi, ldy, b);
+        break;
+      default:
+        tile<kBF16, NB, 4>(w, xi, ldx, yi, ldy, b);
+        break;
+    }
+  }
+}
+
+template <bool kBF16>
+void run(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy, int64_t b0,
+         int64_t b1) {
+  int64_t b = b0;
+  for (; b + 4 <= b1; b += 4) tile_rows<kBF16, 4>(w, x, m, y, ldy, b);
+  switch (b1 - b) {
+    case 3:
+      tile_rows<kBF16, 3>(w, x, m, y, ldy, b);
+      break;
+    case 2:
+      tile_rows<kBF16, 2>(w, x, m, y, ldy, b);
+      break;
+    case 1:
+      tile_rows<kBF16, 1>(w, x, m, y, ldy, b);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
+                    int64_t b0, int64_t b1) {
+  if (w.dtype == tensor::DType::kBF16) {
+    run<true>(w, x, m, y, ldy, b0, b1);
+  } else {
+    run<false>(w, x, m, y, ldy, b0, b1);
+  }
+}
+
+}  // namespace handoff::ops::detail::avx512

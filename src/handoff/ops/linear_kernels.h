@@ -1,0 +1,43 @@
+#pragma once
+// Internal: the packed weight layout shared by LinearWeight and its small-M kernels.
+//
+// Rows are grouped in blocks of 16 (N padded with zero rows), K is padded with zeros to a
+// multiple of 16, and within a block the 16 rows are interleaved so one 64-byte load covers
+// 16 output rows:
+//   f32:  [N/16][K][16]          (oneDNN's BA16a16b for the K×N matrix Wᵀ)
+//   bf16: [N/16][K/2][16][2]     (oneDNN's BA16a16b2a)
+// A bf16 load gives 16 rows × 2 consecutive k; shifting each 32-bit lane left by 16 yields
+// the even k in f32, masking off the low half the odd k. The small-M kernels broadcast x[m][k]
+// and FMA into 16-row accumulators, so they never need horizontal reductions, and each weight
+// byte is read from memory once for all M rows. oneDNN reads the same buffer for large M.
+#include <cstdint>
+
+#include "handoff/tensor/dtype.h"
+
+namespace handoff::ops::detail {
+
+inline constexpr int64_t kRowBlock = 16;
+inline constexpr int64_t kKAlign = 16;
+
+struct PackedWeight {
+  tensor::DType dtype;
+  int64_t n;
+  int64_t k_pad;     // multiple of kKAlign (of 2·kKAlign for bf16)
+  int64_t n_blocks;  // ceil(n / 16)
+  const void* data;
+};
+
+// y[i, r] for i in [0, m), rows r of blocks [b0, b1). x is [m][k_pad] with zero padding
+// (ldx = k_pad), so the kernels need no K tail handling.
+using SmallMKernel = void (*)(const PackedWeight& w, const float* x, int64_t m, float* y,
+                              int64_t ldy, int64_t b0, int64_t b1);
+
+void linear_small_m_portable(const PackedWeight& w, const float* x, int64_t m, float* y,
+                             int64_t ldy, int64_t b0, int64_t b1);
+
+namespace avx512 {
+void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
+                    int64_t b0, int64_t b1);
+}  // namespace avx512
+
+}  // namespace handoff::ops::detail

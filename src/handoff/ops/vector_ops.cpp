@@ -1,0 +1,153 @@
+// Portable bodies of the row-wise kernels and the run-time switch to the AVX-512 ones.
+#include "handoff/ops/vector_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "handoff/error.h"
+#include "handoff/ops/cpu_features.h"
+#include "handoff/ops/vector_ops_kernels.h"
+
+namespace handoff::ops {
+
+namespace {
+
+float sum_squares(const float* x, int64_t n) {
+  if (cpu_has_avx512()) return avx512::sum_squares(x, n);
+  float acc = 0;
+  for (int64_t i = 0; i < n; ++i) acc += x[i] * x[i];
+  return acc;
+}
+
+void scale_mul(const float* x, const float* w, float scale, float* out, int64_t n) {
+  if (cpu_has_avx512()) return avx512::scale_mul(x, w, scale, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (x[i] * scale);
+}
+
+float rms_scale(float sum_sq, int64_t dim, float eps) {
+  return 1.0f / std::sqrt(sum_sq / static_cast<float>(dim) + eps);
+}
+
+}  // namespace
+
+void rms_norm(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    scale_mul(xr, w, rms_scale(sum_squares(xr, dim), dim, eps), out + r * dim, dim);
+  }
+}
+
+void add_rms_norm(float* residual, const float* x, const float* w, float eps, int64_t rows,
+                  int64_t dim, float* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* res = residual + r * dim;
+    const float* xr = x + r * dim;
+    float ss;
+    if (cpu_has_avx512()) {
+      ss = avx512::add_sum_squares(res, xr, dim);
+    } else {
+      ss = 0;
+      for (int64_t i = 0; i < dim; ++i) {
+        res[i] += xr[i];
+        ss += res[i] * res[i];
+      }
+    }
+    scale_mul(res, w, rms_scale(ss, dim, eps), out + r * dim, dim);
+  }
+}
+
+void layer_norm(const float* x, const float* w, const float* b, float eps, int64_t rows,
+                int64_t dim, float* out) {
+  // Two passes (mean, then centred variance) rather than E[x²]−E[x]², which cancels badly.
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * dim;
+    float mean = 0;
+    for (int64_t i = 0; i < dim; ++i) mean += xr[i];
+    mean /= static_cast<float>(dim);
+    float var = 0;
+    for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    var /= static_cast<float>(dim);
+    const float inv = 1.0f / std::sqrt(var + eps);
+    float* o = out + r * dim;
+    for (int64_t i = 0; i < dim; ++i) o[i] = (xr[i] - mean) * inv * w[i] + b[i];
+  }
+}
+
+void rope(float* x, int64_t heads, int64_t head_stride, int64_t rot_dim, const float* cos,
+          const float* sin, bool interleaved) {
+  if (rot_dim % 2 != 0) fail("rope: rot_dim {} must be even", rot_dim);
+  const int64_t half = rot_dim / 2;
+  for (int64_t h = 0; h < heads; ++h) {
+    float* v = x + h * head_stride;
+    if (interleaved) {
+      for (int64_t i = 0; i < half; ++i) {
+        const float x0 = v[2 * i], x1 = v[2 * i + 1];
+        v[2 * i] = x0 * cos[i] - x1 * sin[i];
+        v[2 * i + 1] = x0 * sin[i] + x1 * cos[i];
+      }
+    } else {
+      for (int64_t i = 0; i < half; ++i) {
+        const float x0 = v[i], x1 = v[i + half];
+        v[i] = x0 * cos[i] - x1 * sin[i];
+        v[i + half] = x0 * sin[i] + x1 * cos[i];
+      }
+    }
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  if (cpu_has_avx512()) return avx512::softmax(x, n);
+  const float mx = *std::max_element(x, x + n);
+  double sum = 0;  // a long f32 running sum would cost ~sqrt(n) ulp
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  if (cpu_has_avx512()) return avx512::silu_mul(gate, up, out, n);
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+// Ties go to the lower index so routing is deterministic; NaN ranks below every number.
+void topk(const float* x, int64_t n, int64_t k, int32_t* out_idx) {
+  if (k < 0 || k > n) fail("topk: k={} out of range for n={}", k, n);
+  if (k == 0) return;
+  thread_local std::vector<int32_t> idx;
+  idx.resize(static_cast<size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0);
+  auto before = [x](int32_t a, int32_t b) {
+    const float va = x[a], vb = x[b];
+    const bool na = std::isnan(va), nb = std::isnan(vb);
+    if (na != nb) return nb;  // the number goes first
+    if (!na && va != vb) return va > vb;
+    return a < b;
+  };
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
+  std::copy(idx.begin(), idx.begin() + k, out_idx);
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  if (cpu_has_avx512()) return avx512::dot(a, b, n);
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = 0;
+  for (; i < n; ++i) s += a[i] * b[i];
+  for (float v : acc) s += v;
+  return s;
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) {
+  if (cpu_has_avx512()) return avx512::axpy(a, x, y, n);
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+}  // namespace handoff::ops

@@ -1,0 +1,202 @@
+// Row-wise kernels against their naive twins on lengths that are not multiples of the vector
+// width, for both the AVX-512 and the portable bodies.
+#include "handoff/ops/vector_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "handoff/error.h"
+#include "handoff/ops/cpu_features.h"
+#include "handoff/ops/reference/reference.h"
+
+namespace handoff::ops {
+namespace {
+
+constexpr int64_t kLengths[] = {1, 7, 15, 16, 17, 33, 100, 257, 1000};
+
+std::vector<float> random_vec(int64_t n, std::mt19937& rng, float scale = 1.0f) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel,
+                  double abs = 1e-7) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], rel * std::fabs(want[i]) + abs) << "at " << i;
+}
+
+class OpsVector : public testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { force_portable_kernels(GetParam()); }
+  void TearDown() override { force_portable_kernels(false); }
+  std::mt19937 rng_{42};
+};
+
+TEST_P(OpsVector, Dot) {
+  for (int64_t n : kLengths) {
+    auto a = random_vec(n, rng_), b = random_vec(n, rng_);
+    double mag = 0;
+    for (int64_t i = 0; i < n; ++i) mag += std::fabs(a[i] * b[i]);
+    EXPECT_NEAR(dot(a.data(), b.data(), n), reference::dot(a.data(), b.data(), n), 1e-6 * mag)
+        << "n=" << n;
+  }
+}
+
+TEST_P(OpsVector, Axpy) {
+  for (int64_t n : kLengths) {
+    auto x = random_vec(n, rng_), y = random_vec(n + 1, rng_);
+    auto want = y;
+    y[n] = want[n] = 77.0f;  // past the end: must stay untouched
+    axpy(0.37f, x.data(), y.data(), n);
+    reference::axpy(0.37f, x.data(), want.data(), n);
+    expect_close(y, want, 1e-6, 1e-6);
+  }
+}
+
+TEST_P(OpsVector, RmsNorm) {
+  for (int64_t dim : kLengths) {
+    const int64_t rows = 3;
+    auto x = random_vec(rows * dim, rng_, 3.0f), w = random_vec(dim, rng_);
+    std::vector<float> out(x.size()), want(x.size());
+    rms_norm(x.data(), w.data(), 1e-6f, rows, dim, out.data());
+    reference::rms_norm(x.data(), w.data(), 1e-6f, rows, dim, want.data());
+    expect_close(out, want, 1e-5);
+    rms_norm(x.data(), w.data(), 1e-6f, rows, dim, x.data());  // in place
+    expect_close(x, want, 1e-5);
+  }
+}
+
+TEST_P(OpsVector, AddRmsNorm) {
+  for (int64_t dim : kLengths) {
+    const int64_t rows = 2;
+    auto res = random_vec(rows * dim, rng_), x = random_vec(rows * dim, rng_);
+    auto w = random_vec(dim, rng_);
+    auto res_want = res;
+    std::vector<float> out(x.size()), want(x.size());
+    add_rms_norm(res.data(), x.data(), w.data(), 1e-5f, rows, dim, out.data());
+    reference::add_rms_norm(res_want.data(), x.data(), w.data(), 1e-5f, rows, dim, want.data());
+    expect_close(res, res_want, 0, 0);
+    expect_close(out, want, 1e-5);
+  }
+}
+
+TEST_P(OpsVector, LayerNorm) {
+  for (int64_t dim : kLengths) {
+    if (dim < 2) continue;
+    const int64_t rows = 2;
+    auto x = random_vec(rows * dim, rng_, 2.0f), w = random_vec(dim, rng_),
+         b = random_vec(dim, rng_);
+    for (float& v : x) v += 5.0f;  // an offset mean exercises the centring
+    std::vector<float> out(x.size()), want(x.size());
+    layer_norm(x.data(), w.data(), b.data(), 1e-5f, rows, dim, out.data());
+    reference::layer_norm(x.data(), w.data(), b.data(), 1e-5f, rows, dim, want.data());
+    expect_close(out, want, 1e-4, 1e-5);
+  }
+}
+
+TEST_P(OpsVector, Rope) {
+  for (bool interleaved : {true, false}) {
+    for (int64_t rot : {2, 6, 34, 64}) {
+      const int64_t heads = 3, stride = rot + 5;
+      auto x = random_vec(heads * stride, rng_);
+      std::vector<float> cos(rot / 2), sin(rot / 2);
+      for (int64_t i = 0; i < rot / 2; ++i) {
+        cos[i] = std::cos(0.3f * (i + 1));
+        sin[i] = std::sin(0.3f * (i + 1));
+      }
+      auto want = x;
+      rope(x.data(), heads, stride, rot, cos.data(), sin.data(), interleaved);
+      reference::rope(want.data(), heads, stride, rot, cos.data(), sin.data(), interleaved);
+      expect_close(x, want, 1e-6, 1e-6);
+    }
+  }
+}
+
+TEST_P(OpsVector, RopeSemantics) {
+  // One pair rotated by 90°: (a, b) -> (-b, a), in each pairing.
+  float inter[4] = {1, 2, 3, 4};
+  const float c[2] = {0, 1}, s[2] = {1, 0};
+  rope(inter, 1, 4, 4, c, s, true);
+  EXPECT_FLOAT_EQ(inter[0], -2);
+  EXPECT_FLOAT_EQ(inter[1], 1);
+  EXPECT_FLOAT_EQ(inter[2], 3);
+  EXPECT_FLOAT_EQ(inter[3], 4);
+  float half[4] = {1, 2, 3, 4};
+  rope(half, 1, 4, 4, c, s, false);
+  EXPECT_FLOAT_EQ(half[0], -3);
+  EXPECT_FLOAT_EQ(half[2], 1);
+  EXPECT_FLOAT_EQ(half[1], 2);
+  EXPECT_FLOAT_EQ(half[3], 4);
+}
+
+TEST_P(OpsVector, Softmax) {
+  for (int64_t n : kLengths) {
+    auto x = random_vec(n, rng_, 5.0f);
+    auto want = x;
+    softmax(x.data(), n);
+    reference::softmax(want.data(), n);
+    expect_close(x, want, 2e-6, 1e-12);
+  }
+  std::vector<float> big = {1000.0f, -1000.0f, 999.0f};
+  softmax(big.data(), 3);
+  EXPECT_NEAR(big[0], 1.0f / (1.0f + std::exp(-1.0f)), 1e-6);
+  EXPECT_EQ(big[1], 0.0f);
+}
+
+TEST_P(OpsVector, SiluMul) {
+  for (int64_t n : kLengths) {
+    auto g = random_vec(n, rng_, 4.0f), u = random_vec(n, rng_);
+    std::vector<float> out(n), want(n);
+    silu_mul(g.data(), u.data(), out.data(), n);
+    reference::silu_mul(g.data(), u.data(), want.data(), n);
+    expect_close(out, want, 2e-6, 1e-12);
+  }
+  std::vector<float> g = {-200.0f, 200.0f, 0.0f}, u = {1, 1, 1}, out(3);
+  silu_mul(g.data(), u.data(), out.data(), 3);
+  EXPECT_NEAR(out[0], 0.0f, 1e-30);
+  EXPECT_FLOAT_EQ(out[1], 200.0f);
+  EXPECT_EQ(out[2], 0.0f);
+}
+
+TEST_P(OpsVector, TopK) {
+  for (int64_t n : kLengths) {
+    auto x = random_vec(n, rng_);
+    for (int64_t k : {int64_t{1}, n / 2, n}) {
+      if (k == 0) continue;
+      std::vector<int32_t> got(k), want(k);
+      topk(x.data(), n, k, got.data());
+      reference::topk(x.data(), n, k, want.data());
+      EXPECT_EQ(got, want) << "n=" << n << " k=" << k;
+    }
+  }
+}
+
+TEST_P(OpsVector, TopKTiesGoToLowerIndex) {
+  const float x[] = {1, 3, 2, 3, 1, 3};
+  int32_t idx[4];
+  topk(x, 6, 4, idx);
+  EXPECT_EQ(idx[0], 1);
+  EXPECT_EQ(idx[1], 3);
+  EXPECT_EQ(idx[2], 5);
+  EXPECT_EQ(idx[3], 2);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float y[] = {nan, -5, 2};
+  topk(y, 3, 3, idx);
+  EXPECT_EQ(idx[0], 2);
+  EXPECT_EQ(idx[1], 1);
+  EXPECT_EQ(idx[2], 0);
+  EXPECT_THROW(topk(y, 3, 4, idx), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, OpsVector, testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Portable" : "Native"; });
+
+}  // namespace
+}  // namespace handoff::ops
