@@ -253,3 +253,8 @@ void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int
 }
 
 }  // namespace handoff::ops
+
+namespace handoff::ops {
+// Out of line: the default constructor must see the complete Impl for unique_ptr.
+LinearWeight::LinearWeight() = default;
+}  // namespace handoff::ops

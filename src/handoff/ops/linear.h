@@ -12,7 +12,7 @@ namespace handoff::ops {
 
 class LinearWeight {
  public:
-  LinearWeight() = default;
+  LinearWeight();
   // `w` is a 2-d [N, K] tensor of any float dtype (may be a strided row/column view); it is
   // copied and converted to `dtype` (kF32 or kBF16).
   LinearWeight(const tensor::Tensor& w, tensor::DType dtype);
