@@ -48,7 +48,8 @@ void replace_tensor(TensorList& list, const std::string& name, tensor::Tensor t)
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 // A raw safetensors file from a header text and `data_bytes` zero bytes.
@@ -63,7 +64,8 @@ const char kQa[] = "model.layers.0.self_attn.q_a_proj.weight";
 
 TEST(CheckpointErrorsTest, MissingTensor) {
   TempDir dir;
-  const ModelConfig c = write_edited(dir, "dsv32_tiny_sparse", [](TensorList& l) { erase_tensor(l, kQa); });
+  const ModelConfig c =
+      write_edited(dir, "dsv32_tiny_sparse", [](TensorList& l) { erase_tensor(l, kQa); });
   const Checkpoint ck = Checkpoint::open(dir.str(), c);
   expect_input_error([&] { ck.load(kQa, {32, 64}, DType::kF32); }, {kQa, dir.str(), "missing"});
 }
@@ -74,8 +76,11 @@ TEST(CheckpointErrorsTest, WrongShape) {
     replace_tensor(l, kQa, tensor::Tensor::zeros({64, 32}, DType::kF32));
   });
   const Checkpoint ck = Checkpoint::open(dir.str(), c);
-  expect_input_error([&] { ck.load(kQa, {32, 64}, DType::kF32); },
-                     {dir.file("model.safetensors"), kQa, "[64, 32]", "[32, 64]"});
+  expect_input_error(
+      [&] {
+        ck.load(kQa, {32, 64}, DType::kF32);
+      },
+      {dir.file("model.safetensors"), kQa, "[64, 32]", "[32, 64]"});
 }
 
 TEST(CheckpointErrorsTest, IntegerWeight) {
@@ -84,8 +89,11 @@ TEST(CheckpointErrorsTest, IntegerWeight) {
     replace_tensor(l, kQa, tensor::Tensor::zeros({32, 64}, DType::kI32));
   });
   const Checkpoint ck = Checkpoint::open(dir.str(), c);
-  expect_input_error([&] { ck.load(kQa, {32, 64}, DType::kF32); },
-                     {dir.file("model.safetensors"), kQa, "i32"});
+  expect_input_error(
+      [&] {
+        ck.load(kQa, {32, 64}, DType::kF32);
+      },
+      {dir.file("model.safetensors"), kQa, "i32"});
 }
 
 TEST(CheckpointErrorsTest, TruncatedFile) {
@@ -117,7 +125,8 @@ TEST(CheckpointErrorsTest, HeaderProblems) {
   expect_input_error(open, {p, "'w'", "data_offsets"});
   write_bytes(p, raw_file(R"({"w": {"dtype": "F64", "shape": [1], "data_offsets": [0, 8]}})", 8));
   expect_input_error(open, {p, "'w'", "F64"});
-  write_bytes(p, raw_file(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 1000]}})", 8));
+  write_bytes(p,
+              raw_file(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 1000]}})", 8));
   expect_input_error(open, {p, "'w'", "[0, 1000]", "beyond"});
   write_bytes(p, raw_file(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}})", 8));
   expect_input_error(open, {p, "'w'", "end before begin"});
@@ -165,8 +174,11 @@ TEST(CheckpointErrorsTest, Fp8ScaleWithWrongGrid) {
     replace_tensor(l, w + "_scale_inv", tensor::Tensor::zeros({1, 2}, DType::kF32));
   });
   const Checkpoint ck = Checkpoint::open(dir.str(), c);
-  expect_input_error([&] { ck.load(w, {144, 256}, DType::kF32); },
-                     {dir.file("model.safetensors"), w + "_scale_inv", "[1, 2]", "[2, 2]"});
+  expect_input_error(
+      [&] {
+        ck.load(w, {144, 256}, DType::kF32);
+      },
+      {dir.file("model.safetensors"), w + "_scale_inv", "[1, 2]", "[2, 2]"});
 }
 
 // The CLI turns bad flags and folders into exit code 2 with a message.
@@ -204,6 +216,23 @@ TEST(MakeModelCliTest, BadFlagsExitWithInputError) {
       << out;
   EXPECT_NE(out.find("total params"), std::string::npos) << out;
   EXPECT_NE(out.find("active params per token"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace handoff::model
+
+namespace handoff::model {
+namespace {
+
+// MTP layers (index >= num_hidden_layers) are present in real checkpoints and are skipped.
+TEST(CheckpointTest, MtpLayersAreTolerated) {
+  TempDir dir;
+  const ModelConfig c = write_edited(dir, "dsv32_tiny_sparse", [](TensorList& l) {
+    l.emplace_back("model.layers.4.eh_proj.weight", tensor::Tensor::zeros({64, 128}, DType::kF32));
+  });
+  const Checkpoint ck = Checkpoint::open(dir.str(), c);
+  EXPECT_TRUE(ck.has("model.layers.4.eh_proj.weight"));
+  EXPECT_EQ(ck.load(kQa, {32, 64}, DType::kF32).shape(), (tensor::Shape{32, 64}));
 }
 
 }  // namespace

@@ -59,8 +59,7 @@ TEST(CheckpointTest, SameDtypeIsAZeroCopyView) {
     EXPECT_EQ(f.data<float>()[i], tensor::bf16_to_f32(a.data<uint16_t>()[i]));
   // The router bias stays F32 in the bf16 checkpoint.
   const auto st = SafetensorsFile::open(dir + "/model.safetensors");
-  EXPECT_EQ(st->entries().at("model.layers.1.mlp.gate.e_score_correction_bias").dtype,
-            DType::kF32);
+  EXPECT_EQ(st->entries().at("model.layers.1.mlp.gate.e_score_correction_bias").dtype, DType::kF32);
 }
 
 // W[i, j] = fp8[i, j] · scale_inv[i / 128, j / 128], checked by hand, including the partial
@@ -88,7 +87,12 @@ TEST(CheckpointTest, Fp8BlockDequantisation) {
     const auto w = ck.load(c.name, {c.rows, c.cols}, DType::kF32);
     const auto wb = ck.load(c.name, {c.rows, c.cols}, DType::kBF16);
     const std::vector<std::pair<int64_t, int64_t>> points = {
-        {0, 0}, {5, 7}, {127, 127}, {c.rows - 1, c.cols - 1}, {c.rows - 1, 0}, {0, c.cols - 1},
+        {0, 0},
+        {5, 7},
+        {127, 127},
+        {c.rows - 1, c.cols - 1},
+        {c.rows - 1, 0},
+        {0, c.cols - 1},
         {std::min<int64_t>(130, c.rows - 1), std::min<int64_t>(131, c.cols - 1)}};
     for (auto [i, j] : points) {
       const float expected = tensor::f8e4m3_to_f32(raw.data<uint8_t>()[i * c.cols + j]) *
@@ -109,8 +113,8 @@ TEST(CheckpointTest, Fp8DefaultBlockWithoutQuantizationConfig) {
   ModelConfig config = load_config(dir + "/config.json");
   config.weight_block_rows = config.weight_block_cols = 0;  // no quantization_config
   const Checkpoint ck = Checkpoint::open(dir, config);
-  const auto w = ck.load("model.layers.0.self_attn.kv_a_proj_with_mqa.weight", {144, 256},
-                         DType::kF32);
+  const auto w =
+      ck.load("model.layers.0.self_attn.kv_a_proj_with_mqa.weight", {144, 256}, DType::kF32);
   EXPECT_EQ(w.shape(), (tensor::Shape{144, 256}));
 }
 

@@ -127,8 +127,7 @@ void generate(const TensorSpec& spec, DType dtype, uint64_t seed, void* dst) {
         fill_chunk(rng, init, reinterpret_cast<float*>(base) + begin, len);
       } else {
         fill_chunk(rng, init, buf.data(), len);
-        tensor::convert_from_f32(buf.data(), dtype, base + begin * esize,
-                                 static_cast<size_t>(len));
+        tensor::convert_from_f32(buf.data(), dtype, base + begin * esize, static_cast<size_t>(len));
       }
     }
   });
@@ -172,9 +171,10 @@ void prepare_out_dir(const std::string& dir) {
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     if (!entry.is_regular_file() || !is_model_file(name))
-      fail_input("{}: --out folder is not empty and '{}' is not part of a previous model; "
-                 "refusing to overwrite it",
-                 dir, name);
+      fail_input(
+          "{}: --out folder is not empty and '{}' is not part of a previous model; "
+          "refusing to overwrite it",
+          dir, name);
     old.push_back(entry.path());
   }
   for (const fs::path& p : old) fs::remove(p);
@@ -336,9 +336,9 @@ MakeModelResult make_model(const MakeModelOptions& options) {
     max_bytes = std::max(max_bytes, stored_bytes(spec, options.dtype));
   std::vector<float> scratch((max_bytes + sizeof(float) - 1) / sizeof(float));
   for (size_t s = 0; s < shards.size(); ++s) {
-    const std::string file =
-        shards.size() == 1 ? "model.safetensors"
-                           : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, shards.size());
+    const std::string file = shards.size() == 1 ? "model.safetensors"
+                                                : fmt::format("model-{:05d}-of-{:05d}.safetensors",
+                                                              s + 1, shards.size());
     std::vector<SafetensorsWriter::Layout> layout;
     for (const TensorSpec* spec : shards[s]) {
       const DType d = spec->kind == TensorKind::kRouterBias ? DType::kF32 : options.dtype;
@@ -371,8 +371,7 @@ MakeModelResult make_model(const MakeModelOptions& options) {
   result.bytes = total_bytes;
   result.tensors = static_cast<int64_t>(specs.size());
   result.shards = static_cast<int64_t>(shards.size());
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 

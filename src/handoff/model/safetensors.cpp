@@ -20,13 +20,20 @@ constexpr uint64_t kMaxHeaderBytes = uint64_t{1} << 30;
 
 bool parse_st_dtype(const std::string& name, tensor::DType& out) {
   using tensor::DType;
-  if (name == "F32") out = DType::kF32;
-  else if (name == "BF16") out = DType::kBF16;
-  else if (name == "F16") out = DType::kF16;
-  else if (name == "F8_E4M3") out = DType::kF8E4M3;
-  else if (name == "I32") out = DType::kI32;
-  else if (name == "I64") out = DType::kI64;
-  else return false;
+  if (name == "F32")
+    out = DType::kF32;
+  else if (name == "BF16")
+    out = DType::kBF16;
+  else if (name == "F16")
+    out = DType::kF16;
+  else if (name == "F8_E4M3")
+    out = DType::kF8E4M3;
+  else if (name == "I32")
+    out = DType::kI32;
+  else if (name == "I64")
+    out = DType::kI64;
+  else
+    return false;
   return true;
 }
 
@@ -62,9 +69,10 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
   const json& dt = v.at("dtype");
   if (!dt.is_string()) fail_input("{}: tensor '{}': 'dtype' is not a string", path, name);
   if (!parse_st_dtype(dt.get<std::string>(), e.dtype))
-    fail_input("{}: tensor '{}': unsupported dtype '{}' (expected F32, BF16, F16, F8_E4M3, I32 "
-               "or I64)",
-               path, name, dt.get<std::string>());
+    fail_input(
+        "{}: tensor '{}': unsupported dtype '{}' (expected F32, BF16, F16, F8_E4M3, I32 "
+        "or I64)",
+        path, name, dt.get<std::string>());
   const json& shape = v.at("shape");
   if (!shape.is_array()) fail_input("{}: tensor '{}': 'shape' is not a list", path, name);
   for (const json& d : shape) {
@@ -83,9 +91,10 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
     fail_input("{}: tensor '{}': data_offsets [{}, {}] end before begin", path, name, e.begin,
                e.end);
   if (e.end > data_size)
-    fail_input("{}: tensor '{}': data_offsets [{}, {}] beyond the data section of {} bytes "
-               "(truncated file?)",
-               path, name, e.begin, e.end, data_size);
+    fail_input(
+        "{}: tensor '{}': data_offsets [{}, {}] beyond the data section of {} bytes "
+        "(truncated file?)",
+        path, name, e.begin, e.end, data_size);
   const size_t expected =
       static_cast<size_t>(tensor::shape_numel(e.shape)) * tensor::dtype_size(e.dtype);
   if (e.end - e.begin != expected)
@@ -99,14 +108,15 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   auto file = tensor::MappedFile::open(path);
   if (file->size() < 8)
-    fail_input("{}: not a safetensors file: {} bytes, shorter than the 8-byte header length",
-               path, file->size());
+    fail_input("{}: not a safetensors file: {} bytes, shorter than the 8-byte header length", path,
+               file->size());
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file->data()[i];
   if (header_len > kMaxHeaderBytes || header_len > file->size() - 8)
-    fail_input("{}: header length {} goes beyond the file size of {} bytes (truncated or not a "
-               "safetensors file)",
-               path, header_len, file->size());
+    fail_input(
+        "{}: header length {} goes beyond the file size of {} bytes (truncated or not a "
+        "safetensors file)",
+        path, header_len, file->size());
   const char* text = reinterpret_cast<const char*>(file->data() + 8);
   json header;
   try {
@@ -132,8 +142,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   for (size_t i = 1; i < spans.size(); ++i) {
     const TensorEntry& prev = st->entries_.at(*spans[i - 1].second);
     if (spans[i].first < prev.end)
-      fail_input("{}: tensor '{}' overlaps tensor '{}' in the data section", path,
-                 *spans[i].second, *spans[i - 1].second);
+      fail_input("{}: tensor '{}' overlaps tensor '{}' in the data section", path, *spans[i].second,
+                 *spans[i - 1].second);
   }
   return st;
 }
