@@ -102,8 +102,7 @@ TEST(ConfigTest, GlmFullSizeScales) {
   EXPECT_DOUBLE_EQ(c.softmax_scale(), 0.0625);
   EXPECT_DOUBLE_EQ(c.indexer_scale(), 0.015625);
   const auto f = c.rope_inv_freq();
-  for (int i = 0; i < 32; ++i)
-    EXPECT_FLOAT_EQ(f[i], static_cast<float>(std::pow(1e6, -i / 32.0)));
+  for (int i = 0; i < 32; ++i) EXPECT_FLOAT_EQ(f[i], static_cast<float>(std::pow(1e6, -i / 32.0)));
 }
 
 void expect_same(const ModelConfig& a, const ModelConfig& b) {

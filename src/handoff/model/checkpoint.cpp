@@ -91,9 +91,10 @@ Checkpoint Checkpoint::open(const std::string& dir, const ModelConfig& config) {
     for (const auto& [name, entry] : ck.files_.back()->entries())
       ck.index_.emplace(name, ck.files_.back().get());
   } else {
-    fail_input("{}: no weights found (expected model.safetensors or "
-               "model.safetensors.index.json)",
-               dir);
+    fail_input(
+        "{}: no weights found (expected model.safetensors or "
+        "model.safetensors.index.json)",
+        dir);
   }
   std::set<int64_t> mtp_layers;
   for (const auto& [name, file] : ck.index_) {
@@ -101,9 +102,10 @@ Checkpoint Checkpoint::open(const std::string& dir, const ModelConfig& config) {
     if (layer >= config.num_hidden_layers) mtp_layers.insert(layer);
   }
   if (!mtp_layers.empty())
-    log::info("{}: skipping {} MTP layer(s) starting at layer {} (multi-token prediction is not "
-              "used)",
-              dir, mtp_layers.size(), *mtp_layers.begin());
+    log::info(
+        "{}: skipping {} MTP layer(s) starting at layer {} (multi-token prediction is not "
+        "used)",
+        dir, mtp_layers.size(), *mtp_layers.begin());
   return ck;
 }
 
@@ -135,9 +137,10 @@ tensor::Tensor Checkpoint::load(const std::string& name, const tensor::Shape& ex
     fail_input("{}: tensor '{}' has shape {}, expected {}", file.path(), name,
                tensor::shape_str(entry.shape), tensor::shape_str(expected));
   if (!is_float_dtype(entry.dtype))
-    fail_input("{}: tensor '{}' has dtype {}; a float weight (F32, BF16, F16 or F8_E4M3) is "
-               "required",
-               file.path(), name, tensor::dtype_name(entry.dtype));
+    fail_input(
+        "{}: tensor '{}' has dtype {}; a float weight (F32, BF16, F16 or F8_E4M3) is "
+        "required",
+        file.path(), name, tensor::dtype_name(entry.dtype));
   if (!is_float_dtype(dtype) || dtype == tensor::DType::kF8E4M3)
     fail("Checkpoint::load('{}'): unsupported target dtype {}", name, tensor::dtype_name(dtype));
   const tensor::Tensor raw = file.get(name);
@@ -153,8 +156,8 @@ tensor::Tensor Checkpoint::load(const std::string& name, const tensor::Shape& ex
                tensor::shape_str(entry.shape));
   auto sit = index_.find(scale_name);
   if (sit == index_.end())
-    fail_input("{}: F8_E4M3 tensor '{}' has no companion '{}' in {}", file.path(), name,
-               scale_name, dir_);
+    fail_input("{}: F8_E4M3 tensor '{}' has no companion '{}' in {}", file.path(), name, scale_name,
+               dir_);
   const SafetensorsFile& sfile = *sit->second;
   const TensorEntry& sentry = sfile.entries().at(scale_name);
   const int64_t rows = entry.shape[0];

@@ -29,8 +29,7 @@ std::vector<TensorSpec> checkpoint_tensors(const ModelConfig& c) {
     }
     mat("self_attn.kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_head_dim, h);
     add(p + "self_attn.kv_a_layernorm.weight", {c.kv_lora_rank}, TensorKind::kNorm, i);
-    mat("self_attn.kv_b_proj.weight", heads * (c.qk_nope_head_dim + c.v_head_dim),
-        c.kv_lora_rank);
+    mat("self_attn.kv_b_proj.weight", heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
     mat("self_attn.o_proj.weight", h, heads * c.v_head_dim);
     if (c.has_indexer) {
       mat("self_attn.indexer.wq_b.weight", c.index_n_heads * c.index_head_dim, c.q_lora_rank);

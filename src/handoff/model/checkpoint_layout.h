@@ -12,12 +12,12 @@
 namespace handoff::model {
 
 enum class TensorKind {
-  kMatrix,       // linear weight [out, in]; FP8-quantisable
-  kEmbedding,    // model.embed_tokens.weight
-  kNorm,         // RMSNorm / LayerNorm weight
-  kNormBias,     // LayerNorm bias (indexer k_norm)
-  kRouter,       // mlp.gate.weight (never quantised)
-  kRouterBias,   // mlp.gate.e_score_correction_bias (kept in F32)
+  kMatrix,      // linear weight [out, in]; FP8-quantisable
+  kEmbedding,   // model.embed_tokens.weight
+  kNorm,        // RMSNorm / LayerNorm weight
+  kNormBias,    // LayerNorm bias (indexer k_norm)
+  kRouter,      // mlp.gate.weight (never quantised)
+  kRouterBias,  // mlp.gate.e_score_correction_bias (kept in F32)
 };
 
 struct TensorSpec {

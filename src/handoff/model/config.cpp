@@ -103,8 +103,8 @@ void parse_rope_kind(const FieldReader& r, RopeConfig& rope) {
   if (kind == "yarn") {
     parse_yarn(r, rope);
   } else if (kind != "default") {
-    r.invalid(key, fmt::format("unsupported RoPE scaling '{}' (expected 'yarn' or 'default')",
-                               kind));
+    r.invalid(key,
+              fmt::format("unsupported RoPE scaling '{}' (expected 'yarn' or 'default')", kind));
   }
 }
 
@@ -140,8 +140,8 @@ std::vector<int64_t> parse_eos(const json& j, const std::string& source) {
       ids.push_back(e.get<int64_t>());
     }
   } else {
-    fail_input("{}: field 'eos_token_id' must be an integer or a list of integers, got {}",
-               source, v.dump());
+    fail_input("{}: field 'eos_token_id' must be an integer or a list of integers, got {}", source,
+               v.dump());
   }
   return ids;
 }
@@ -151,8 +151,8 @@ void parse_quantization(const FieldReader& top, ModelConfig& c) {
   const json& qj = top.object("quantization_config");
   if (!qj.contains("weight_block_size") || qj.at("weight_block_size").is_null()) return;
   const json& b = qj.at("weight_block_size");
-  if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() ||
-      !b[1].is_number_integer() || b[0].get<int64_t>() <= 0 || b[1].get<int64_t>() <= 0)
+  if (!b.is_array() || b.size() != 2 || !b[0].is_number_integer() || !b[1].is_number_integer() ||
+      b[0].get<int64_t>() <= 0 || b[1].get<int64_t>() <= 0)
     top.invalid("quantization_config",
                 fmt::format("weight_block_size must be two positive integers [rows, cols], got {}",
                             b.dump()));
@@ -190,12 +190,11 @@ void validate(const FieldReader& r, const ModelConfig& c) {
   require_positive(r, "max_position_embeddings", c.max_position_embeddings);
   if (!(c.rms_norm_eps > 0)) r.invalid("rms_norm_eps", "must be positive");
   if (c.qk_rope_head_dim % 2 != 0)
-    r.invalid("qk_rope_head_dim", fmt::format("must be even (RoPE rotates pairs), got {}",
-                                              c.qk_rope_head_dim));
+    r.invalid("qk_rope_head_dim",
+              fmt::format("must be even (RoPE rotates pairs), got {}", c.qk_rope_head_dim));
   if (c.first_k_dense_replace > c.num_hidden_layers)
-    r.invalid("first_k_dense_replace",
-              fmt::format("{} exceeds num_hidden_layers {}", c.first_k_dense_replace,
-                          c.num_hidden_layers));
+    r.invalid("first_k_dense_replace", fmt::format("{} exceeds num_hidden_layers {}",
+                                                   c.first_k_dense_replace, c.num_hidden_layers));
   if (c.n_routed_experts > 0 || c.n_shared_experts > 0) {
     require_positive(r, "moe_intermediate_size", c.moe_intermediate_size);
   }
@@ -209,9 +208,10 @@ void validate(const FieldReader& r, const ModelConfig& c) {
                 fmt::format("topk_group {} exceeds n_group {}", c.topk_group, c.n_group));
     const int64_t selectable = c.topk_group * (c.n_routed_experts / c.n_group);
     if (c.num_experts_per_tok > selectable)
-      r.invalid("num_experts_per_tok",
-                fmt::format("{} experts per token, but the {} selected group(s) hold only {} experts",
-                            c.num_experts_per_tok, c.topk_group, selectable));
+      r.invalid(
+          "num_experts_per_tok",
+          fmt::format("{} experts per token, but the {} selected group(s) hold only {} experts",
+                      c.num_experts_per_tok, c.topk_group, selectable));
   }
   if (c.has_indexer) {
     require_positive(r, "index_n_heads", c.index_n_heads);
@@ -227,11 +227,11 @@ void validate(const FieldReader& r, const ModelConfig& c) {
   }
   for (int64_t id : c.eos_token_ids)
     if (id < 0 || id >= c.vocab_size)
-      r.invalid("eos_token_id", fmt::format("{} is outside the vocabulary [0, {})", id,
-                                            c.vocab_size));
+      r.invalid("eos_token_id",
+                fmt::format("{} is outside the vocabulary [0, {})", id, c.vocab_size));
   if (c.bos_token_id && (*c.bos_token_id < 0 || *c.bos_token_id >= c.vocab_size))
-    r.invalid("bos_token_id", fmt::format("{} is outside the vocabulary [0, {})",
-                                          *c.bos_token_id, c.vocab_size));
+    r.invalid("bos_token_id",
+              fmt::format("{} is outside the vocabulary [0, {})", *c.bos_token_id, c.vocab_size));
 }
 
 }  // namespace
@@ -441,15 +441,15 @@ ModelConfig parse_config(const nlohmann::json& j, const std::string& source) {
   c.moe_layer_freq = r.integer("moe_layer_freq", 1);
   c.rms_norm_eps = r.number("rms_norm_eps", 1e-6);
   c.rope_interleave = r.boolean("rope_interleave", true);
-  c.indexer_rope_interleave =
-      r.boolean("indexer_rope_interleave", c.family == Family::kGlmMoeDsa);
+  c.indexer_rope_interleave = r.boolean("indexer_rope_interleave", c.family == Family::kGlmMoeDsa);
   c.rope = parse_rope(j, source);
   c.max_position_embeddings = r.integer("max_position_embeddings", 4096);
   if (c.family == Family::kDeepseekV3) {
     for (const char* name : {"index_n_heads", "index_head_dim", "index_topk"})
       if (r.has(name))
-        r.invalid(name, "model_type deepseek_v3 has no DSA indexer; use deepseek_v32 or "
-                        "remove the field");
+        r.invalid(name,
+                  "model_type deepseek_v3 has no DSA indexer; use deepseek_v32 or "
+                  "remove the field");
     c.has_indexer = false;
   } else {
     c.has_indexer = true;

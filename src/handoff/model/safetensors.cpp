@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "handoff/error.h"
 
@@ -19,13 +20,20 @@ constexpr uint64_t kMaxHeaderBytes = uint64_t{1} << 30;
 
 bool parse_st_dtype(const std::string& name, tensor::DType& out) {
   using tensor::DType;
-  if (name == "F32") out = DType::kF32;
-  else if (name == "BF16") out = DType::kBF16;
-  else if (name == "F16") out = DType::kF16;
-  else if (name == "F8_E4M3") out = DType::kF8E4M3;
-  else if (name == "I32") out = DType::kI32;
-  else if (name == "I64") out = DType::kI64;
-  else return false;
+  if (name == "F32")
+    out = DType::kF32;
+  else if (name == "BF16")
+    out = DType::kBF16;
+  else if (name == "F16")
+    out = DType::kF16;
+  else if (name == "F8_E4M3")
+    out = DType::kF8E4M3;
+  else if (name == "I32")
+    out = DType::kI32;
+  else if (name == "I64")
+    out = DType::kI64;
+  else
+    return false;
   return true;
 }
 
@@ -61,9 +69,10 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
   const json& dt = v.at("dtype");
   if (!dt.is_string()) fail_input("{}: tensor '{}': 'dtype' is not a string", path, name);
   if (!parse_st_dtype(dt.get<std::string>(), e.dtype))
-    fail_input("{}: tensor '{}': unsupported dtype '{}' (expected F32, BF16, F16, F8_E4M3, I32 "
-               "or I64)",
-               path, name, dt.get<std::string>());
+    fail_input(
+        "{}: tensor '{}': unsupported dtype '{}' (expected F32, BF16, F16, F8_E4M3, I32 "
+        "or I64)",
+        path, name, dt.get<std::string>());
   const json& shape = v.at("shape");
   if (!shape.is_array()) fail_input("{}: tensor '{}': 'shape' is not a list", path, name);
   for (const json& d : shape) {
@@ -82,9 +91,10 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
     fail_input("{}: tensor '{}': data_offsets [{}, {}] end before begin", path, name, e.begin,
                e.end);
   if (e.end > data_size)
-    fail_input("{}: tensor '{}': data_offsets [{}, {}] beyond the data section of {} bytes "
-               "(truncated file?)",
-               path, name, e.begin, e.end, data_size);
+    fail_input(
+        "{}: tensor '{}': data_offsets [{}, {}] beyond the data section of {} bytes "
+        "(truncated file?)",
+        path, name, e.begin, e.end, data_size);
   const size_t expected =
       static_cast<size_t>(tensor::shape_numel(e.shape)) * tensor::dtype_size(e.dtype);
   if (e.end - e.begin != expected)
@@ -98,14 +108,15 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
 std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   auto file = tensor::MappedFile::open(path);
   if (file->size() < 8)
-    fail_input("{}: not a safetensors file: {} bytes, shorter than the 8-byte header length",
-               path, file->size());
+    fail_input("{}: not a safetensors file: {} bytes, shorter than the 8-byte header length", path,
+               file->size());
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file->data()[i];
   if (header_len > kMaxHeaderBytes || header_len > file->size() - 8)
-    fail_input("{}: header length {} goes beyond the file size of {} bytes (truncated or not a "
-               "safetensors file)",
-               path, header_len, file->size());
+    fail_input(
+        "{}: header length {} goes beyond the file size of {} bytes (truncated or not a "
+        "safetensors file)",
+        path, header_len, file->size());
   const char* text = reinterpret_cast<const char*>(file->data() + 8);
   json header;
   try {
@@ -131,8 +142,8 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   for (size_t i = 1; i < spans.size(); ++i) {
     const TensorEntry& prev = st->entries_.at(*spans[i - 1].second);
     if (spans[i].first < prev.end)
-      fail_input("{}: tensor '{}' overlaps tensor '{}' in the data section", path,
-                 *spans[i].second, *spans[i - 1].second);
+      fail_input("{}: tensor '{}' overlaps tensor '{}' in the data section", path, *spans[i].second,
+                 *spans[i - 1].second);
   }
   return st;
 }
@@ -144,9 +155,9 @@ tensor::Tensor SafetensorsFile::get(const std::string& name) const {
   return tensor::Tensor::from_mapping(file_, data_start_ + e.begin, e.shape, e.dtype);
 }
 
-void write_safetensors(const std::string& path,
-                       const std::vector<std::pair<std::string, tensor::Tensor>>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Layout> layout,
+                                     const std::map<std::string, std::string>& metadata)
+    : path_(path), layout_(std::move(layout)) {
   nlohmann::ordered_json header;
   if (!metadata.empty()) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
@@ -154,30 +165,72 @@ void write_safetensors(const std::string& path,
     header["__metadata__"] = meta;
   }
   size_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    if (header.contains(name)) fail("write_safetensors {}: duplicate tensor '{}'", path, name);
-    header[name] = {{"dtype", st_dtype_name(t.dtype())},
-                    {"shape", t.shape()},
-                    {"data_offsets", {offset, offset + t.nbytes()}}};
-    offset += t.nbytes();
+  for (const Layout& t : layout_) {
+    if (header.contains(t.name)) fail("write_safetensors {}: duplicate tensor '{}'", path, t.name);
+    const size_t bytes =
+        static_cast<size_t>(tensor::shape_numel(t.shape)) * tensor::dtype_size(t.dtype);
+    header[t.name] = {{"dtype", st_dtype_name(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
   }
   std::string text = header.dump();
   // HF pads with spaces so the data section starts 8-byte aligned.
   text.append((8 - text.size() % 8) % 8, ' ');
-  std::unique_ptr<FILE, int (*)(FILE*)> out(std::fopen(path.c_str(), "wb"), std::fclose);
-  if (!out) fail_input("{}: cannot create: {}", path, std::strerror(errno));
+  file_ = std::fopen(path.c_str(), "wb");
+  if (file_ == nullptr) fail_input("{}: cannot create: {}", path, std::strerror(errno));
   uint8_t len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
-  bool ok = std::fwrite(len_bytes, 1, 8, out.get()) == 8 &&
-            std::fwrite(text.data(), 1, text.size(), out.get()) == text.size();
-  for (const auto& [name, t] : tensors) {
-    if (!ok) break;
-    const tensor::Tensor c = t.is_contiguous() ? t : t.contiguous();
-    ok = std::fwrite(c.raw(), 1, c.nbytes(), out.get()) == c.nbytes();
-  }
-  if (!ok || std::fflush(out.get()) != 0)
+  if (std::fwrite(len_bytes, 1, 8, file_) != 8 ||
+      std::fwrite(text.data(), 1, text.size(), file_) != text.size())
     fail_input("{}: write failed: {}", path, std::strerror(errno));
-  if (std::fclose(out.release()) != 0) fail_input("{}: close failed: {}", path, std::strerror(errno));
+}
+
+SafetensorsWriter::~SafetensorsWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+void SafetensorsWriter::write(const std::string& name, const void* data, size_t nbytes) {
+  if (next_ >= layout_.size() || layout_[next_].name != name)
+    fail("{}: tensor '{}' written out of the declared order", path_, name);
+  const Layout& t = layout_[next_];
+  const size_t expected =
+      static_cast<size_t>(tensor::shape_numel(t.shape)) * tensor::dtype_size(t.dtype);
+  if (nbytes != expected)
+    fail("{}: tensor '{}' has {} bytes, declared {}", path_, name, nbytes, expected);
+  if (file_ == nullptr) fail("{}: write after close", path_);
+  if (std::fwrite(data, 1, nbytes, file_) != nbytes)
+    fail_input("{}: write failed: {}", path_, std::strerror(errno));
+  ++next_;
+}
+
+void SafetensorsWriter::write(const std::string& name, const tensor::Tensor& t) {
+  if (next_ < layout_.size() &&
+      (t.dtype() != layout_[next_].dtype || t.shape() != layout_[next_].shape))
+    fail("{}: tensor '{}' does not match its declared dtype/shape", path_, name);
+  const tensor::Tensor c = t.is_contiguous() ? t : t.contiguous();
+  write(name, c.raw(), c.nbytes());
+}
+
+void SafetensorsWriter::close() {
+  if (file_ == nullptr) return;
+  if (next_ != layout_.size())
+    fail("{}: closed after {} of {} tensors", path_, next_, layout_.size());
+  std::FILE* f = std::exchange(file_, nullptr);
+  const bool flushed = std::fflush(f) == 0;
+  if (std::fclose(f) != 0 || !flushed)
+    fail_input("{}: write failed: {}", path_, std::strerror(errno));
+}
+
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, tensor::Tensor>>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsWriter::Layout> layout;
+  layout.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) layout.push_back({name, t.dtype(), t.shape()});
+  SafetensorsWriter writer(path, std::move(layout), metadata);
+  for (const auto& [name, t] : tensors) writer.write(name, t);
+  writer.close();
 }
 
 }  // namespace handoff::model
