@@ -77,59 +77,90 @@ double overlap(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
 }
 
 // bf16 weights compute a different function; compare decisions loosely, teacher-forced.
-TEST(GoldenBf16, DecisionsAgreeWithReference) {
-  int64_t margin_steps = 0, margin_agree = 0;
+struct Bf16Agreement {
+  int64_t margin_steps = 0, margin_agree = 0, topk_rows = 0, expert_rows = 0;
   double topk_sum = 0, expert_sum = 0, worst_logit = 0;
-  int64_t topk_rows = 0, expert_rows = 0;
-  for (const auto& name : golden_cases()) {
-    const auto& g = golden(name);
-    auto model = load(name, DType::kBF16);
-    for (const auto& gp : g["prompts"]) {
-      const auto r = run_teacher_forced(*model, gp);
-      worst_logit = std::max({worst_logit, max_abs_diff(r.prefill_logits, gp["prefill_logits"]),
+  double topk_mean() const { return topk_sum / static_cast<double>(topk_rows); }
+  double expert_mean() const { return expert_sum / static_cast<double>(expert_rows); }
+};
+
+void add_bf16_agreement(const std::string& name, Bf16Agreement& a) {
+  const auto& g = golden(name);
+  auto model = load(name, DType::kBF16);
+  for (const auto& gp : g["prompts"]) {
+    const auto r = run_teacher_forced(*model, gp);
+    a.worst_logit = std::max({a.worst_logit, max_abs_diff(r.prefill_logits, gp["prefill_logits"]),
                               max_abs_diff(r.decode_logits, gp["decode_logits"])});
-      // Steps: the prefill's last row, then every decode row.
-      std::vector<std::vector<float>> ours = {r.prefill_logits.back()};
-      ours.insert(ours.end(), r.decode_logits.begin(), r.decode_logits.end());
-      std::vector<std::vector<double>> ref = {gp["prefill_last_logits"].get<std::vector<double>>()};
-      for (const auto& row : gp["decode_logits"]) ref.push_back(row.get<std::vector<double>>());
-      for (size_t s = 0; s < ours.size(); ++s) {
-        std::vector<double> sorted = ref[s];
-        std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
-        if (sorted[0] - sorted[1] < 0.05) continue;
-        ++margin_steps;
-        const auto ref_best = std::max_element(ref[s].begin(), ref[s].end()) - ref[s].begin();
-        margin_agree += engine::argmax(ours[s].data(), static_cast<int64_t>(ours[s].size())) ==
-                        ref_best;
-      }
-      const auto gi = gp["indexer_topk_prefill"].get<std::vector<std::vector<std::vector<int32_t>>>>();
-      for (size_t l = 0; l < gi.size(); ++l)
-        for (size_t t = 0; t < gi[l].size(); ++t, ++topk_rows)
-          topk_sum += overlap(r.indexer_topk_prefill[l][t], gi[l][t]);
-      const auto gd = gp["indexer_topk_decode"].get<std::vector<std::vector<std::vector<int32_t>>>>();
-      for (size_t s = 0; s < gd.size(); ++s)
-        for (size_t l = 0; l < gd[s].size(); ++l, ++topk_rows)
-          topk_sum += overlap(r.indexer_topk_decode[s][l], gd[s][l]);
-      for (const auto& [layer, rows] : gp["moe_experts_prefill"].items()) {
-        const auto ge = rows.get<std::vector<std::vector<int32_t>>>();
-        for (size_t t = 0; t < ge.size(); ++t, ++expert_rows)
-          expert_sum += overlap(r.experts_prefill[std::stoul(layer)][t], ge[t]);
-      }
+    // Steps: the prefill's last row, then every decode row.
+    std::vector<std::vector<float>> ours = {r.prefill_logits.back()};
+    ours.insert(ours.end(), r.decode_logits.begin(), r.decode_logits.end());
+    std::vector<std::vector<double>> ref = {gp["prefill_last_logits"].get<std::vector<double>>()};
+    for (const auto& row : gp["decode_logits"]) ref.push_back(row.get<std::vector<double>>());
+    for (size_t s = 0; s < ours.size(); ++s) {
+      std::vector<double> sorted = ref[s];
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+      if (sorted[0] - sorted[1] < 0.05) continue;
+      ++a.margin_steps;
+      const auto ref_best = std::max_element(ref[s].begin(), ref[s].end()) - ref[s].begin();
+      const bool agree =
+          engine::argmax(ours[s].data(), static_cast<int64_t>(ours[s].size())) == ref_best;
+      a.margin_agree += agree;
+      if (!agree)
+        std::printf("bf16 %s: step %zu (margin %.3f) picks another token\n", name.c_str(), s,
+                    sorted[0] - sorted[1]);
+    }
+    const auto gi =
+        gp["indexer_topk_prefill"].get<std::vector<std::vector<std::vector<int32_t>>>>();
+    for (size_t l = 0; l < gi.size(); ++l)
+      for (size_t t = 0; t < gi[l].size(); ++t, ++a.topk_rows)
+        a.topk_sum += overlap(r.indexer_topk_prefill[l][t], gi[l][t]);
+    const auto gd =
+        gp["indexer_topk_decode"].get<std::vector<std::vector<std::vector<int32_t>>>>();
+    for (size_t s = 0; s < gd.size(); ++s)
+      for (size_t l = 0; l < gd[s].size(); ++l, ++a.topk_rows)
+        a.topk_sum += overlap(r.indexer_topk_decode[s][l], gd[s][l]);
+    for (const auto& [layer, rows] : gp["moe_experts_prefill"].items()) {
+      const auto ge = rows.get<std::vector<std::vector<int32_t>>>();
+      for (size_t t = 0; t < ge.size(); ++t, ++a.expert_rows)
+        a.expert_sum += overlap(r.experts_prefill[std::stoul(layer)][t], ge[t]);
     }
   }
-  const double topk_mean = topk_sum / static_cast<double>(topk_rows);
-  const double expert_mean = expert_sum / static_cast<double>(expert_rows);
+}
+
+void print(const char* what, const Bf16Agreement& a) {
   std::printf(
-      "bf16 vs golden: argmax agrees on %lld of %lld steps with margin >= 0.05; mean indexer "
-      "top-k overlap %.4f over %lld rows; mean expert overlap %.4f over %lld rows; max |logit "
-      "diff| %.4f\n",
-      static_cast<long long>(margin_agree), static_cast<long long>(margin_steps), topk_mean,
-      static_cast<long long>(topk_rows), expert_mean, static_cast<long long>(expert_rows),
-      worst_logit);
-  EXPECT_GT(margin_steps, 0);
-  EXPECT_EQ(margin_agree, margin_steps);
-  EXPECT_GE(topk_mean, 0.9);
-  EXPECT_GE(expert_mean, 0.9);
+      "bf16 vs golden (%s): argmax agrees on %lld of %lld steps with margin >= 0.05; mean "
+      "indexer top-k overlap %.4f over %lld rows; mean expert overlap %.4f over %lld rows; max "
+      "|logit diff| %.4f\n",
+      what, static_cast<long long>(a.margin_agree), static_cast<long long>(a.margin_steps),
+      a.topk_mean(), static_cast<long long>(a.topk_rows), a.expert_mean(),
+      static_cast<long long>(a.expert_rows), a.worst_logit);
+}
+
+// Checkpoints stored in bf16 or fp8 (exact in bf16): loading them at bf16 rounds no weight,
+// so every decision with a clear margin must agree.
+TEST(GoldenBf16, StoredBf16AndFp8CheckpointsAgreeOnEveryClearStep) {
+  Bf16Agreement a;
+  for (const char* name : {"dsv32_small_bf16", "dsv32_fp8_blocks"}) add_bf16_agreement(name, a);
+  print("bf16 + fp8 checkpoints", a);
+  EXPECT_GT(a.margin_steps, 0);
+  EXPECT_EQ(a.margin_agree, a.margin_steps);
+  EXPECT_GE(a.topk_mean(), 0.9);
+  EXPECT_GE(a.expert_mean(), 0.9);
+}
+
+// All cases together, including the f32 tiny checkpoints whose weights get rounded to bf16.
+// Those models are built so that one different top-k key moves logits by O(1), and a bf16
+// weight (relative error 2^-9) flips indexer choices whose golden gap is only >= 1e-4, so a few
+// clear-margin steps may differ; see docs/performance.md for the measured numbers.
+TEST(GoldenBf16, AllCasesAgreeLoosely) {
+  Bf16Agreement a;
+  for (const auto& name : golden_cases()) add_bf16_agreement(name, a);
+  print("all cases", a);
+  EXPECT_GT(a.margin_steps, 0);
+  EXPECT_GE(static_cast<double>(a.margin_agree), 0.95 * static_cast<double>(a.margin_steps));
+  EXPECT_GE(a.topk_mean(), 0.9);
+  EXPECT_GE(a.expert_mean(), 0.9);
 }
 
 }  // namespace

@@ -111,6 +111,12 @@ Checkpoint Checkpoint::open(const std::string& dir, const ModelConfig& config) {
 
 bool Checkpoint::has(const std::string& name) const { return index_.count(name) != 0; }
 
+tensor::DType Checkpoint::stored_dtype(const std::string& name) const {
+  const auto it = index_.find(name);
+  if (it == index_.end()) fail_input("{}: checkpoint has no tensor {}", dir_, name);
+  return it->second->entries().at(name).dtype;
+}
+
 std::vector<std::string> Checkpoint::names() const {
   std::vector<std::string> out;
   out.reserve(index_.size());

@@ -19,6 +19,8 @@ class Checkpoint {
   static Checkpoint open(const std::string& dir, const ModelConfig& config);
 
   bool has(const std::string& name) const;
+  // The dtype the tensor is stored in; throws InputError naming it when it is missing.
+  tensor::DType stored_dtype(const std::string& name) const;
   std::vector<std::string> names() const;
 
   // The tensor `name`, checked against `expected` shape (InputError naming file, tensor,

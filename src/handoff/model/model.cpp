@@ -20,8 +20,14 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   const ModelConfig& c = m->config_;
   const Checkpoint checkpoint = Checkpoint::open(dir, c);
   const WeightLoader weights(checkpoint, options.dtype);
-  const DType storage = options.dtype == DType::kF32 ? DType::kF32 : DType::kBF16;
-  m->embed_ = checkpoint.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, storage);
+  // The embedding is a lookup table, not a matmul weight: one row per token is read, so it
+  // keeps the checkpoint's precision (f32 stays f32) instead of being rounded to bf16.
+  m->embed_ = checkpoint.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size},
+                              options.dtype == DType::kF32 ||
+                                      checkpoint.stored_dtype("model.embed_tokens.weight") ==
+                                          DType::kF32
+                                  ? DType::kF32
+                                  : DType::kBF16);
   m->final_norm_ = weights.f32("model.norm.weight", {c.hidden_size});
   const std::string head_name =
       c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";

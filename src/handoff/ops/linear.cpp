@@ -145,7 +145,13 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
 
 void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int64_t ldx,
                                        int64_t ldy) {
-  const std::shared_ptr<const Prim> p = prim(m);
+  // bf16 weights: oneDNN 2.6 has no f32 x bf16 matmul, and rounding the activations to bf16
+  // flips decisions the golden tests check. So x is split exactly enough into two bf16 parts,
+  // hi = bf16(x) and lo = bf16(x - hi) (residual error ~2^-16 |x| instead of 2^-8), stacked
+  // as 2m rows of one GEMM, and y = hi·Wᵀ + lo·Wᵀ.
+  const bool split = pw.dtype == DType::kBF16;
+  const int64_t rows = split ? 2 * m : m;
+  const std::shared_ptr<const Prim> p = prim(rows);
   // Per-thread scratch that only grows, so steady-state calls do not allocate buffers.
   thread_local std::vector<uint16_t> xbf16;
   thread_local std::vector<float> xdense, ydense;
@@ -153,14 +159,21 @@ void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int6
   const dnnl::engine& engine = cpu_engine();
   const int64_t n = pw.n;
   void* src = const_cast<float*>(x);
-  if (pw.dtype == DType::kBF16) {
+  if (split) {
     const int64_t kp = pw.k_pad;
-    xbf16.resize(static_cast<size_t>(m * kp));
+    xbf16.resize(static_cast<size_t>(rows * kp));
     uint16_t* dst = xbf16.data();
     tensor::parallel_for(m, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
-        tensor::convert_from_f32(x + i * ldx, DType::kBF16, dst + i * kp, static_cast<size_t>(k));
-        std::fill(dst + i * kp + k, dst + (i + 1) * kp, uint16_t{0});
+        uint16_t* hi = dst + i * kp;
+        uint16_t* lo = dst + (m + i) * kp;
+        for (int64_t c = 0; c < k; ++c) {
+          const float v = x[i * ldx + c];
+          hi[c] = tensor::f32_to_bf16(v);
+          lo[c] = tensor::f32_to_bf16(v - tensor::bf16_to_f32(hi[c]));
+        }
+        std::fill(hi + k, hi + kp, uint16_t{0});
+        std::fill(lo + k, lo + kp, uint16_t{0});
       }
     });
     src = dst;
@@ -171,8 +184,8 @@ void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int6
     src = xdense.data();
   }
   float* out = y;
-  if (ldy != n) {
-    ydense.resize(static_cast<size_t>(m * n));
+  if (split || ldy != n) {
+    ydense.resize(static_cast<size_t>(rows * n));
     out = ydense.data();
   }
   if (scratch.size() < p->scratch_bytes) scratch.resize(p->scratch_bytes);
@@ -188,9 +201,19 @@ void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int6
                              {DNNL_ARG_DST, dst_mem},
                              {DNNL_ARG_SCRATCHPAD, scratch_mem}});
   stream.wait();
-  if (out != y)
+  if (split) {
+    tensor::parallel_for(m, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* hi = out + i * n;
+        const float* lo = out + (m + i) * n;
+        float* yi = y + i * ldy;
+        for (int64_t j = 0; j < n; ++j) yi[j] = hi[j] + lo[j];
+      }
+    });
+  } else if (out != y) {
     for (int64_t i = 0; i < m; ++i)
       std::memcpy(y + i * ldy, out + i * n, static_cast<size_t>(n) * sizeof(float));
+  }
 }
 
 LinearWeight::LinearWeight(const tensor::Tensor& w, tensor::DType dtype)
