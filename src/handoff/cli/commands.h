@@ -6,5 +6,6 @@ namespace handoff::cli {
 
 void add_generate_command(CLI::App& app);
 void add_make_model_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 
 }  // namespace handoff::cli

@@ -11,6 +11,13 @@
 #include <vector>
 
 #include "handoff/cli/commands.h"
+#include "handoff/cli/parallel_flags.h"
+#include "handoff/log.h"
+#include "handoff/parallel/plan_json.h"
+#include "handoff/runtime/rank_launcher.h"
+
+#include <chrono>
+#include <mutex>
 #include "handoff/engine/dump.h"
 #include "handoff/engine/generator.h"
 #include "handoff/engine/sampler.h"
@@ -33,6 +40,10 @@ struct GenerateArgs {
   int threads = 0;
   uint64_t seed = 0;
   engine::SamplingParams sampling;
+  ParallelFlags parallel;
+  std::string comm_report;
+  int fail_rank = -1;
+  int64_t fail_at_step = -1;
 };
 
 std::vector<int32_t> parse_id_list(const std::string& text) {
@@ -99,32 +110,72 @@ void run_generate(const GenerateArgs& args) {
   for (size_t i = 0; i < prompts.size(); ++i)
     if (prompts[i].empty()) fail_input("prompt {} is empty", i);
 
-  model::LoadOptions load;
-  load.dtype = tensor::parse_dtype(args.dtype);
-  auto model = model::Model::load(args.model_dir, load);
+  const parallel::ParallelOptions popts = parallel_options(args.parallel);
+  if ((args.fail_rank >= 0) != (args.fail_at_step >= 0))
+    fail_input("--fail-rank and --fail-at-step go together");
+  if (args.fail_rank >= popts.tp * popts.pp)
+    fail_input("--fail-rank {} is not a rank of a {}-rank run", args.fail_rank, popts.tp * popts.pp);
+  // Plan before any rank starts: a layout that cannot run fails here, once, with its reason.
+  const model::ModelConfig config = model::load_config(args.model_dir + "/config.json");
+  const parallel::Plan plan = parallel::make_plan(config, popts);
   for (size_t i = 0; i < prompts.size(); ++i)
     for (int32_t id : prompts[i])
-      if (id >= model->config().vocab_size)
+      if (id >= config.vocab_size)
         fail_input("prompt {}: token id {} is outside the vocabulary of {}", i, id,
-                   model->config().vocab_size);
+                   config.vocab_size);
+  if (plan.sp_requested_but_inactive())
+    log::warn("--sp on is requested but inactive in every layer: {}",
+              [&] {
+                std::string why;
+                for (const auto& c : plan.gate.conditions)
+                  if (!c.pass) why += (why.empty() ? "" : "; ") + c.reason;
+                return why;
+              }());
   int64_t max_context = 0;
   for (const auto& p : prompts)
     max_context = std::max<int64_t>(max_context, static_cast<int64_t>(p.size()) + args.max_new_tokens);
-  engine::Generator generator(*model, max_context);
-  engine::Sampler sampler(args.seed);
   engine::GenerationOptions options;
   options.max_new_tokens = args.max_new_tokens;
   options.prefill_chunk = args.prefill_chunk;
   options.sampling = args.sampling;
   options.record = !args.dump.empty();
+  options.fail_rank = args.fail_rank;
+  options.fail_at_step = args.fail_at_step;
 
+  const int ranks = popts.tp * popts.pp;
+  const int root = (popts.pp - 1) * popts.tp;  // the last stage's first tp rank samples
   std::vector<engine::GenerationResult> results;
+  std::vector<comm::CommCounts> counts(static_cast<size_t>(ranks));
+  bool is_root = false;
+  std::mutex mutex;
+  runtime::run_ranks(
+      backend(args.parallel), popts.tp, popts.pp,
+      std::chrono::milliseconds(static_cast<int64_t>(args.parallel.comm_timeout * 1000)),
+      [&](comm::Communicator& comm) {
+        model::LoadOptions load;
+        load.dtype = tensor::parse_dtype(args.dtype);
+        load.parallel = popts;
+        load.comm = &comm;
+        auto model = model::Model::load(args.model_dir, load);
+        engine::Generator generator(*model, max_context);
+        engine::Sampler sampler(args.seed);
+        std::vector<engine::GenerationResult> mine;
+        for (size_t i = 0; i < prompts.size(); ++i)
+          mine.push_back(generator.run(prompts[i], options, sampler,
+                                       forced.empty() ? std::vector<int32_t>{} : forced[i]));
+        std::lock_guard lock(mutex);
+        counts[static_cast<size_t>(comm.topology().rank)] = comm.counts();
+        if (comm.topology().rank == root) {
+          results = std::move(mine);
+          is_root = true;
+        }
+      });
+  if (!is_root) return;  // another MPI process reports
+
   double prefill_s = 0, decode_s = 0;
   int64_t prefill_tokens = 0, decode_tokens = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    results.push_back(generator.run(prompts[i], options, sampler,
-                                    forced.empty() ? std::vector<int32_t>{} : forced[i]));
-    const auto& r = results.back();
+  for (size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
     fmt::print("prompt {}: {} tokens -> generated: {}\n", i, r.prompt.size(),
                fmt::join(r.generated, ","));
     prefill_s += r.prefill_seconds;
@@ -139,8 +190,15 @@ void run_generate(const GenerateArgs& args) {
   if (!args.dump.empty()) {
     std::ofstream out(args.dump);
     if (!out) fail_input("--dump {}: cannot write", args.dump);
-    out << engine::golden_format_dump(model->config(), results).dump();
+    out << engine::golden_format_dump(config, results).dump();
     if (!out) fail("--dump {}: write failed", args.dump);
+  }
+  if (!args.comm_report.empty()) {
+    std::vector<comm::CommCounts> per_stage;
+    for (int s = 0; s < popts.pp; ++s) per_stage.push_back(counts[static_cast<size_t>(s * popts.tp)]);
+    std::ofstream out(args.comm_report);
+    if (!out) fail_input("--comm-report {}: cannot write", args.comm_report);
+    out << parallel::report_to_json(plan, per_stage).dump(2);
   }
 }
 
@@ -165,6 +223,11 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--dump", args->dump, "Write logits, indexer and expert choices (golden format)");
   cmd->add_option("--prefill-chunk", args->prefill_chunk, "Feed prompts in chunks of N tokens");
   cmd->add_option("--threads", args->threads, "Kernel threads (default: all cores)");
+  add_parallel_flags(*cmd, args->parallel, true);
+  cmd->add_option("--comm-report", args->comm_report,
+                  "Write the measured collectives (calls, bytes per layer) as JSON");
+  cmd->add_option("--fail-rank", args->fail_rank, "Fault injection: this rank throws ...");
+  cmd->add_option("--fail-at-step", args->fail_at_step, "... before this forward (0-based)");
   cmd->callback([args] { run_generate(*args); });
 }
 

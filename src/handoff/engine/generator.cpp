@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "handoff/error.h"
+#include "handoff/parallel/scopes.h"
 
 namespace handoff::engine {
 namespace {
@@ -23,6 +24,16 @@ Generator::Generator(model::Model& model, int64_t max_context, int64_t block_siz
       max_context_(max_context),
       blocks_((max_context + block_size - 1) / block_size, block_size),
       cache_(model.cache_shape((max_context + block_size - 1) / block_size, block_size)) {}
+
+tensor::Tensor Generator::forward(const GenerationOptions& options,
+                                  const model::SequenceChunk& chunk, model::StepTrace* trace) {
+  const int rank = model_.comm() != nullptr ? model_.comm()->topology().rank : 0;
+  if (rank == options.fail_rank && forwards_ == options.fail_at_step)
+    fail("rank {}: injected failure at step {} (--fail-rank {} --fail-at-step {})", rank,
+         forwards_, options.fail_rank, options.fail_at_step);
+  ++forwards_;
+  return model_.forward({chunk}, cache_, trace);
+}
 
 GenerationResult Generator::run(const std::vector<int32_t>& prompt,
                                 const GenerationOptions& options, Sampler& sampler,
@@ -56,9 +67,10 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt,
     const int64_t n = std::min(chunk, prompt_len - begin);
     model::SequenceChunk c{std::span<const int32_t>(prompt.data() + begin, static_cast<size_t>(n)),
                            begin, &table, options.record};
-    logits = model_.forward({c}, cache_, tr);
+    logits = forward(options, c, tr);
     if (options.record) {
-      for (int64_t r = 0; r < n; ++r) result.prefill_logits.push_back(row(logits, r));
+      if (logits.defined())
+        for (int64_t r = 0; r < n; ++r) result.prefill_logits.push_back(row(logits, r));
       for (size_t l = 0; l < trace.indexer_topk.size(); ++l) {
         auto& dst = result.indexer_topk_prefill[l];
         dst.insert(dst.end(), trace.indexer_topk[l].begin(), trace.indexer_topk[l].end());
@@ -70,18 +82,26 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt,
   result.prefill_seconds = seconds_since(start);
 
   const auto decode_start = std::chrono::steady_clock::now();
-  const float* last = logits.data<float>() + (logits.size(0) - 1) * vocab;
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
-    const int32_t sampled = sampler.sample(last, vocab, options.sampling);
+    // The last stage samples; with several ranks its first tp rank broadcasts the token.
+    int32_t sampled = 0;
+    if (logits.defined())
+      sampled = sampler.sample(logits.data<float>() + (logits.size(0) - 1) * vocab, vocab,
+                               options.sampling);
+    if (comm::Communicator* comm = model_.comm(); comm != nullptr && comm->topology().world_size() > 1) {
+      comm->set_scope(parallel::sample_scope());
+      comm->broadcast(comm::Group::kWorld, &sampled, sizeof sampled,
+                      (comm->topology().pp - 1) * comm->topology().tp);
+    }
     const int32_t fed = forced.empty() ? sampled : forced[static_cast<size_t>(step)];
     result.generated.push_back(sampled);
     model::SequenceChunk c{std::span<const int32_t>(&fed, 1), prompt_len + step, &table, false};
-    logits = model_.forward({c}, cache_, tr);
-    last = logits.data<float>();
+    logits = forward(options, c, tr);
     if (options.record) {
-      result.decode_logits.push_back(row(logits, 0));
+      if (logits.defined()) result.decode_logits.push_back(row(logits, 0));
       std::vector<std::vector<int32_t>> per_layer;
-      for (auto& rows : trace.indexer_topk) per_layer.push_back(rows.at(0));
+      for (auto& rows : trace.indexer_topk)
+        per_layer.push_back(rows.empty() ? std::vector<int32_t>{} : rows[0]);
       result.indexer_topk_decode.push_back(std::move(per_layer));
     }
   }

@@ -17,6 +17,10 @@ struct GenerationOptions {
   int64_t prefill_chunk = 0;  // 0: the whole prompt in one step
   SamplingParams sampling;
   bool record = false;  // keep logits and traces
+  // Fault injection for tests: world rank `fail_rank` throws before its forward number
+  // `fail_at_step` (0-based, counting every forward this generator ran).
+  int fail_rank = -1;
+  int64_t fail_at_step = -1;
 };
 
 struct GenerationResult {
@@ -34,6 +38,10 @@ struct GenerationResult {
 
 class Generator {
  public:
+  // Runs one forward, honouring fault injection.
+  tensor::Tensor forward(const GenerationOptions& options, const model::SequenceChunk& chunk,
+                         model::StepTrace* trace);
+
   // Sizes the cache for sequences of up to max_context tokens.
   Generator(model::Model& model, int64_t max_context, int64_t block_size = 16);
 
@@ -46,6 +54,7 @@ class Generator {
   int64_t max_context_;
   cache::BlockManager blocks_;
   cache::PagedCache cache_;
+  int64_t forwards_ = 0;
 };
 
 }  // namespace handoff::engine

@@ -5,6 +5,10 @@
 #include "handoff/error.h"
 #include "handoff/log.h"
 #include "handoff/ops/vector_ops.h"
+#include "handoff/parallel/scopes.h"
+#include "handoff/parallel/token_layout.h"
+
+#include <algorithm>
 
 namespace handoff::model {
 
@@ -16,26 +20,50 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     fail_input("--dtype must be f32 or bf16, got {}", tensor::dtype_name(options.dtype));
   std::unique_ptr<Model> m(new Model());
   m->config_ = load_config(dir + "/config.json");
-  m->dtype_ = options.dtype;
   const ModelConfig& c = m->config_;
+  // Plan before construct: every layer below is built from this plan and never changed.
+  m->plan_ = parallel::make_plan(c, options.parallel);
+  const int tp = options.parallel.tp;
+  if (tp * options.parallel.pp > 1 && options.comm == nullptr)
+    fail("Model::load: tp * pp > 1 needs a communicator");
+  m->comm_ = options.comm;
+  m->stage_ = options.comm ? options.comm->topology().pp_rank() : 0;
+  m->tp_rank_ = options.comm ? options.comm->topology().tp_rank() : 0;
+  m->dtype_ = options.dtype;
   const Checkpoint checkpoint = Checkpoint::open(dir, c);
   const WeightLoader weights(checkpoint, options.dtype);
-  // The embedding is a lookup table, not a matmul weight: one row per token is read, so it
-  // keeps the checkpoint's precision (f32 stays f32) instead of being rounded to bf16.
-  m->embed_ = checkpoint.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size},
-                              options.dtype == DType::kF32 ||
-                                      checkpoint.stored_dtype("model.embed_tokens.weight") ==
-                                          DType::kF32
-                                  ? DType::kF32
-                                  : DType::kBF16);
-  m->final_norm_ = weights.f32("model.norm.weight", {c.hidden_size});
-  const std::string head_name =
-      c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-  m->lm_head_ = weights.linear(head_name, {c.vocab_size, c.hidden_size});
-  m->layers_.reserve(static_cast<size_t>(c.num_hidden_layers));
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) m->layers_.emplace_back(c, weights, l, l);
-  log::info("loaded {} ({} layers, {}) from {}", family_name(c.family), c.num_hidden_layers,
-            tensor::dtype_name(options.dtype), dir);
+  const int64_t vocab_part = (c.vocab_size + tp - 1) / tp;
+  m->vocab_begin_ = std::min(c.vocab_size, m->tp_rank_ * vocab_part);
+  m->vocab_end_ = std::min(c.vocab_size, m->vocab_begin_ + vocab_part);
+  if (m->is_first_stage()) {
+    // The embedding is a lookup table, not a matmul weight: one row per token is read, so it
+    // keeps the checkpoint's precision (f32 stays f32) instead of being rounded to bf16.
+    const DType embed_dtype =
+        options.dtype == DType::kF32 ||
+                checkpoint.stored_dtype("model.embed_tokens.weight") == DType::kF32
+            ? DType::kF32
+            : DType::kBF16;
+    m->embed_ = checkpoint.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size},
+                                embed_dtype);
+    if (tp > 1) m->embed_ = m->embed_.slice(0, m->vocab_begin_, m->vocab_end_).contiguous();
+  }
+  if (m->is_last_stage()) {
+    m->final_norm_ = weights.f32("model.norm.weight", {c.hidden_size});
+    const std::string head_name =
+        c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
+    m->lm_head_ = ops::LinearWeight(
+        weights.matrix(head_name, {c.vocab_size, c.hidden_size})
+            .slice(0, m->vocab_begin_, m->vocab_end_),
+        options.dtype);
+  }
+  const parallel::StagePlan& stage = m->plan_.stages[static_cast<size_t>(m->stage_)];
+  m->layers_.reserve(stage.layers.size());
+  for (const parallel::LayerPlan& lp : stage.layers)
+    m->layers_.emplace_back(c, weights, lp, TensorParallelRank{m->tp_rank_, tp, options.comm},
+                            lp.index - stage.first_layer);
+  log::info("loaded {} ({} layers, {}) from {}; stage {} layers [{}, {}), tp rank {} of {}",
+            family_name(c.family), c.num_hidden_layers, tensor::dtype_name(options.dtype), dir,
+            m->stage_, stage.first_layer, stage.end_layer, m->tp_rank_, tp);
   return m;
 }
 
@@ -69,7 +97,7 @@ size_t Model::active_weight_bytes_per_token() const {
 
 cache::CacheShape Model::cache_shape(int64_t num_blocks, int64_t block_size) const {
   cache::CacheShape s;
-  s.num_layers = config_.num_hidden_layers;
+  s.num_layers = static_cast<int64_t>(layers_.size());
   s.kv_lora_rank = config_.kv_lora_rank;
   s.rope_dim = config_.qk_rope_head_dim;
   s.index_dim = config_.has_indexer ? config_.index_head_dim : 0;
@@ -107,49 +135,139 @@ void Model::build_meta(const std::vector<SequenceChunk>& chunks, int64_t block_s
   }
 }
 
-Tensor Model::forward(const std::vector<SequenceChunk>& chunks, cache::PagedCache& cache,
-                      StepTrace* trace) {
+void Model::embed(const std::vector<SequenceChunk>& chunks, float* hidden) {
   const ModelConfig& c = config_;
-  build_meta(chunks, cache.shape().block_size);
-  const int64_t t_count = meta_.num_tokens();
   const int64_t d = c.hidden_size;
-  float* hidden = scratch_.get(0, static_cast<size_t>(t_count * d));
-  float* residual = scratch_.get(1, static_cast<size_t>(t_count * d));
+  const size_t elem = tensor::dtype_size(embed_.dtype());
   int64_t t = 0;
   for (const SequenceChunk& chunk : chunks)
     for (int32_t token : chunk.tokens) {
       if (token < 0 || token >= c.vocab_size)
         fail_input("token id {} is outside the vocabulary [0, {})", token, c.vocab_size);
-      tensor::convert_to_f32(embed_.dtype(),
-                             static_cast<const uint8_t*>(embed_.raw()) +
-                                 static_cast<size_t>(token * d) * tensor::dtype_size(embed_.dtype()),
-                             hidden + t * d, static_cast<size_t>(d));
+      float* row = hidden + t * d;
+      if (token >= vocab_begin_ && token < vocab_end_) {
+        const auto* src = static_cast<const uint8_t*>(embed_.raw()) +
+                          static_cast<size_t>((token - vocab_begin_) * d) * elem;
+        tensor::convert_to_f32(embed_.dtype(), src, row, static_cast<size_t>(d));
+      } else {
+        std::memset(row, 0, static_cast<size_t>(d) * sizeof(float));  // another rank's row
+      }
       ++t;
     }
-  if (trace != nullptr) {
-    trace->indexer_topk.assign(static_cast<size_t>(c.num_hidden_layers), {});
-    trace->experts.assign(static_cast<size_t>(c.num_hidden_layers), {});
+  if (plan_.options.tp > 1) {
+    comm_->set_scope(parallel::embed_scope());
+    comm_->all_reduce(comm::Group::kTp, hidden, t * d);
   }
-  for (size_t l = 0; l < layers_.size(); ++l)
-    layers_[l].forward(hidden, residual, l == 0, meta_, cache, trace);
+}
 
-  // Rows that need logits, gathered after the final (residual-fused) norm.
+void Model::receive(Activations& io, int64_t n) {
+  const int64_t d = config_.hidden_size;
+  const int64_t rows = parallel::pp_intermediate_token_count(plan_, n);
+  float* packed = scratch_.get(3, static_cast<size_t>(rows * 2 * d));
+  comm_->set_scope(parallel::stage_entry_scope(stage_));
+  const comm::Topology& topo = comm_->topology();
+  comm_->recv(packed, rows * 2 * d, topo.world_rank_of(comm::Group::kPp, stage_ - 1));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(io.hidden + r * d, packed + r * 2 * d, static_cast<size_t>(d) * sizeof(float));
+    std::memcpy(io.residual + r * d, packed + r * 2 * d + d, static_cast<size_t>(d) * sizeof(float));
+  }
+  io.layout = plan_.stages[static_cast<size_t>(stage_)].entry_layout;
+}
+
+void Model::hand_off(Activations& io, int64_t n) {
+  const int64_t d = config_.hidden_size;
+  const int tp = plan_.options.tp;
+  const parallel::StagePlan& stage = plan_.stages[static_cast<size_t>(stage_)];
+  comm_->set_scope(parallel::stage_exit_scope(stage_));
+  // Make the layout the boundary contract promises, then send exactly the contract's rows.
+  if (stage.exit_layout == parallel::Layout::kFull && io.layout == parallel::Layout::kShard) {
+    parallel::restore_full(io.hidden, io.residual, n, d, *comm_);
+  } else if (stage.exit_layout == parallel::Layout::kShard && io.layout == parallel::Layout::kFull) {
+    parallel::keep_own_rows(io.hidden, n, d, tp_rank_, tp);
+    parallel::keep_own_rows(io.residual, n, d, tp_rank_, tp);
+  }
+  io.layout = stage.exit_layout;
+  const int64_t rows = parallel::pp_intermediate_token_count(plan_, n);
+  float* packed = scratch_.get(3, static_cast<size_t>(rows * 2 * d));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(packed + r * 2 * d, io.hidden + r * d, static_cast<size_t>(d) * sizeof(float));
+    std::memcpy(packed + r * 2 * d + d, io.residual + r * d, static_cast<size_t>(d) * sizeof(float));
+  }
+  const comm::Topology& topo = comm_->topology();
+  comm_->send(packed, rows * 2 * d, topo.world_rank_of(comm::Group::kPp, stage_ + 1));
+}
+
+Tensor Model::logits(const std::vector<SequenceChunk>& chunks, Activations& io) {
+  const ModelConfig& c = config_;
+  const int64_t d = c.hidden_size;
+  const int tp = plan_.options.tp;
+  const int64_t n = meta_.num_tokens();
+  if (comm_ != nullptr) comm_->set_scope(parallel::head_scope());
+  // The last stage restores full rows before the final norm, whatever the contract.
+  if (io.layout == parallel::Layout::kShard) parallel::restore_full(io.hidden, io.residual, n, d, *comm_);
   std::vector<int64_t> rows;
-  for (const auto& seq : meta_.sequences) {
-    const auto& chunk = chunks[static_cast<size_t>(&seq - meta_.sequences.data())];
-    for (int64_t i = chunk.all_logits ? 0 : seq.num_tokens - 1; i < seq.num_tokens; ++i)
+  for (size_t s = 0; s < chunks.size(); ++s) {
+    const auto& seq = meta_.sequences[s];
+    for (int64_t i = chunks[s].all_logits ? 0 : seq.num_tokens - 1; i < seq.num_tokens; ++i)
       rows.push_back(seq.first_token + i);
   }
   const auto r_count = static_cast<int64_t>(rows.size());
   float* normed = scratch_.get(2, static_cast<size_t>(r_count * d));
   for (int64_t r = 0; r < r_count; ++r) {
     const int64_t row = rows[static_cast<size_t>(r)];
-    ops::add_rms_norm(residual + row * d, hidden + row * d, final_norm_.data<float>(),
+    ops::add_rms_norm(io.residual + row * d, io.hidden + row * d, final_norm_.data<float>(),
                       static_cast<float>(c.rms_norm_eps), 1, d, normed + r * d);
   }
-  Tensor logits = Tensor::empty({r_count, c.vocab_size}, DType::kF32);
-  lm_head_.forward(normed, r_count, logits.data<float>());
-  return logits;
+  Tensor out = Tensor::empty({r_count, c.vocab_size}, DType::kF32);
+  if (tp == 1) {
+    lm_head_.forward(normed, r_count, out.data<float>());
+    return out;
+  }
+  // Vocab-parallel head: each rank computes its slice (padded to ceil(V / tp) columns), one
+  // all-gather assembles the rows.
+  const int64_t part = (c.vocab_size + tp - 1) / tp;
+  float* local = scratch_.get(4, static_cast<size_t>(r_count * part));
+  std::memset(local, 0, static_cast<size_t>(r_count * part) * sizeof(float));
+  lm_head_.forward(normed, r_count, local, d, part);
+  float* gathered = scratch_.get(5, static_cast<size_t>(tp * r_count * part));
+  comm_->all_gather(comm::Group::kTp, local, gathered, r_count * part);
+  for (int p = 0; p < tp; ++p) {
+    const int64_t begin = p * part;
+    const int64_t width = std::min(c.vocab_size, begin + part) - begin;
+    for (int64_t r = 0; r < r_count; ++r)
+      std::memcpy(out.data<float>() + r * c.vocab_size + begin,
+                  gathered + (p * r_count + r) * part, static_cast<size_t>(std::max<int64_t>(0, width)) * sizeof(float));
+  }
+  return out;
+}
+
+Tensor Model::forward(const std::vector<SequenceChunk>& chunks, cache::PagedCache& cache,
+                      StepTrace* trace) {
+  const ModelConfig& c = config_;
+  build_meta(chunks, cache.shape().block_size);
+  const int64_t n = meta_.num_tokens();
+  const int64_t d = c.hidden_size;
+  const int tp = plan_.options.tp;
+  const int64_t rows = tp * ((n + tp - 1) / tp);  // room for the padded rows of a shard layout
+  Activations io{scratch_.get(0, static_cast<size_t>(rows * d)),
+                 scratch_.get(1, static_cast<size_t>(rows * d)), parallel::Layout::kFull};
+  if (trace != nullptr) {
+    trace->indexer_topk.assign(static_cast<size_t>(c.num_hidden_layers), {});
+    trace->experts.assign(static_cast<size_t>(c.num_hidden_layers), {});
+  }
+  if (is_first_stage()) {
+    embed(chunks, io.hidden);
+    // Layer 0 adds hidden into the residual like every layer: start the stream at zero.
+    std::memset(io.residual, 0, static_cast<size_t>(n * d) * sizeof(float));
+  } else {
+    receive(io, n);
+  }
+  for (DecoderLayer& layer : layers_) layer.forward(io, meta_, cache, trace);
+  if (!is_last_stage()) {
+    hand_off(io, n);
+    return Tensor();
+  }
+  return logits(chunks, io);
 }
 
 }  // namespace handoff::model

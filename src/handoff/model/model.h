@@ -1,21 +1,28 @@
 #pragma once
-// The whole causal LM: embedding, decoder layers, final norm, lm_head (MODEL_SPEC §4).
+// One rank's part of the causal LM (MODEL_SPEC §4): the layers of its pipeline stage, built from
+// the parallel plan for its tensor-parallel rank; the vocab-parallel embedding on the first
+// stage, the final norm and vocab-parallel lm_head on the last. forward() runs the rank's part
+// of a step: embed or receive, its layers, then hand off to the next stage or produce logits.
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "handoff/cache/paged_cache.h"
+#include "handoff/comm/communicator.h"
 #include "handoff/model/batch.h"
 #include "handoff/model/checkpoint.h"
 #include "handoff/model/config.h"
 #include "handoff/model/decoder_layer.h"
 #include "handoff/ops/linear.h"
+#include "handoff/parallel/plan.h"
 #include "handoff/tensor/tensor.h"
 
 namespace handoff::model {
 
 struct LoadOptions {
   tensor::DType dtype = tensor::DType::kBF16;  // weights of linear layers; activations are f32
+  parallel::ParallelOptions parallel;          // default: one rank
+  comm::Communicator* comm = nullptr;          // this rank's; required when tp * pp > 1
 };
 
 class Model {
@@ -23,24 +30,40 @@ class Model {
   static std::unique_ptr<Model> load(const std::string& dir, const LoadOptions& options);
 
   const ModelConfig& config() const { return config_; }
+  const parallel::Plan& plan() const { return plan_; }
   tensor::DType dtype() const { return dtype_; }
-  // Weight bytes a decode token reads: attention, dense layers, shared and top-k experts,
-  // lm_head (the embedding row is negligible).
+  comm::Communicator* comm() const { return comm_; }
+  int stage() const { return stage_; }
+  bool is_first_stage() const { return stage_ == 0; }
+  bool is_last_stage() const { return stage_ + 1 == plan_.options.pp; }
+  // Weight bytes a decode token reads in the whole model (all ranks): attention, dense layers,
+  // shared and top-k experts, lm_head (the embedding row is negligible).
   size_t active_weight_bytes_per_token() const;
 
+  // A cache for this stage's layers.
   cache::CacheShape cache_shape(int64_t num_blocks, int64_t block_size) const;
 
-  // Runs one step over `chunks`, writing their tokens into `cache`. Returns f32 logits
-  // [rows, vocab]: every token of an all_logits chunk, else its last token, in chunk order.
+  // Runs this rank's part of one step over `chunks`, writing their tokens into `cache`. On the
+  // last stage returns f32 logits [rows, vocab]: every token of an all_logits chunk, else its
+  // last token, in chunk order; elsewhere an undefined tensor.
   tensor::Tensor forward(const std::vector<SequenceChunk>& chunks, cache::PagedCache& cache,
                          StepTrace* trace = nullptr);
 
  private:
   Model() = default;
   void build_meta(const std::vector<SequenceChunk>& chunks, int64_t block_size);
+  void embed(const std::vector<SequenceChunk>& chunks, float* hidden);
+  void receive(Activations& io, int64_t n);
+  void hand_off(Activations& io, int64_t n);
+  tensor::Tensor logits(const std::vector<SequenceChunk>& chunks, Activations& io);
 
   ModelConfig config_;
+  parallel::Plan plan_;
+  comm::Communicator* comm_ = nullptr;
+  int stage_ = 0;
+  int tp_rank_ = 0;
   tensor::DType dtype_ = tensor::DType::kBF16;
+  int64_t vocab_begin_ = 0, vocab_end_ = 0;  // this rank's rows of embedding and lm_head
   tensor::Tensor embed_;
   tensor::Tensor final_norm_;
   ops::LinearWeight lm_head_;

@@ -12,7 +12,7 @@
 namespace handoff::model {
 
 Moe::Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer,
-         ExpertRange experts, bool with_shared)
+         ExpertRange experts, int64_t shared_begin, int64_t shared_count)
     : hidden_(config.hidden_size),
       n_experts_(config.n_routed_experts),
       top_k_(config.num_experts_per_tok),
@@ -28,9 +28,10 @@ Moe::Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer,
   for (int64_t e = range_.begin; e < range_.begin + range_.count; ++e)
     experts_.emplace_back(weights, fmt::format("{}experts.{}.", p, e), hidden_,
                           config.moe_intermediate_size);
-  if (with_shared && config.n_shared_experts > 0) {
+  if (config.n_shared_experts > 0) {
     shared_ = Mlp(weights, p + "shared_experts.", hidden_,
-                  config.moe_intermediate_size * config.n_shared_experts);
+                  config.moe_intermediate_size * config.n_shared_experts, shared_begin,
+                  shared_count);
     has_shared_ = true;
   }
   assigned_.resize(static_cast<size_t>(range_.count));

@@ -28,13 +28,16 @@ struct Routing {
 
 class Moe {
  public:
+  // Holds routed experts `experts` and the shared experts' intermediate columns
+  // [shared_begin, shared_begin + shared_count) (tensor parallelism splits them; -1: all).
   Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer, ExpertRange experts,
-      bool with_shared);
+      int64_t shared_begin = 0, int64_t shared_count = -1);
 
   int64_t top_k() const { return top_k_; }
   // Router only: fills `routing` for x [rows, D].
   void route(const float* x, int64_t rows, Routing& routing);
-  // out[rows, D] = Σ routed experts held here (+ shared experts when loaded).
+  // out[rows, D] = Σ routed experts held here + this rank's slice of the shared experts: the
+  // full output when one rank holds everything, else a partial sum the caller reduces.
   void forward(const float* x, int64_t rows, const Routing& routing, float* out);
 
  private:
