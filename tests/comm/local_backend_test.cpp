@@ -5,8 +5,8 @@
 #include <random>
 #include <thread>
 
-#include "run_ranks.h"
 #include "handoff/comm/communicator.h"
+#include "run_ranks.h"
 
 namespace handoff::comm {
 namespace {
@@ -107,7 +107,8 @@ TEST_P(CommLocal, AllReduceBitIdenticalForRandomFloats) {
   const int world_size = int(comms.size());
   constexpr int64_t n = 33 * 17;
   // results[group][rank]
-  std::vector<std::vector<std::vector<float>>> results(3, std::vector<std::vector<float>>(world_size));
+  std::vector<std::vector<std::vector<float>>> results(3,
+                                                       std::vector<std::vector<float>>(world_size));
   std::vector<std::vector<float>> inputs(world_size);
   for (int r = 0; r < world_size; ++r) {
     std::mt19937 rng(1234 + r);

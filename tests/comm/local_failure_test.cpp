@@ -5,8 +5,8 @@
 #include <chrono>
 #include <thread>
 
-#include "run_ranks.h"
 #include "handoff/comm/communicator.h"
+#include "run_ranks.h"
 
 namespace handoff::comm {
 namespace {
@@ -47,8 +47,9 @@ TEST(CommLocalFailure, TimeoutNamesEveryMissingRankInWorld) {
     c.barrier(Group::kWorld);
   });
   for (int r = 0; r < 2; ++r) {
-    EXPECT_NE(errors[r].find("barrier on world group timed out after 200 ms waiting for rank(s) 2, 3"),
-              std::string::npos)
+    EXPECT_NE(
+        errors[r].find("barrier on world group timed out after 200 ms waiting for rank(s) 2, 3"),
+        std::string::npos)
         << errors[r];
   }
 }
@@ -102,8 +103,9 @@ TEST(CommLocalFailure, MismatchedOpNamesBoth) {
     }
   });
   for (int r = 0; r < 2; ++r) {
-    EXPECT_NE(errors[r].find("rank 0 called all_reduce (count 7), rank 1 called all_gather (count 7)"),
-              std::string::npos)
+    EXPECT_NE(
+        errors[r].find("rank 0 called all_reduce (count 7), rank 1 called all_gather (count 7)"),
+        std::string::npos)
         << errors[r];
   }
 }
@@ -115,8 +117,9 @@ TEST(CommLocalFailure, MismatchedCountNamesBoth) {
     c.all_reduce(Group::kPp, buf.data(), c.topology().rank == 0 ? 8 : 7);
   });
   for (int r = 0; r < 2; ++r) {
-    EXPECT_NE(errors[r].find("rank 0 called all_reduce (count 8), rank 1 called all_reduce (count 7)"),
-              std::string::npos)
+    EXPECT_NE(
+        errors[r].find("rank 0 called all_reduce (count 8), rank 1 called all_reduce (count 7)"),
+        std::string::npos)
         << errors[r];
   }
 }
@@ -125,8 +128,10 @@ TEST(CommLocalFailure, RecvCountMismatchIsAnError) {
   auto comms = make_local_world(1, 2, 10s);
   auto errors = run_ranks(comms, [](Communicator& c) {
     std::vector<float> buf(8, 1.0f);
-    if (c.topology().rank == 0) c.send(buf.data(), 8, 1);
-    else c.recv(buf.data(), 7, 0);
+    if (c.topology().rank == 0)
+      c.send(buf.data(), 8, 1);
+    else
+      c.recv(buf.data(), 7, 0);
   });
   EXPECT_EQ(errors[0], "");
   EXPECT_EQ(errors[1], "rank 1: recv from rank 0 expected 7 floats, got 8");

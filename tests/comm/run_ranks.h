@@ -12,9 +12,8 @@
 namespace handoff::comm::testing {
 
 // Returns each rank's error message ("" when it returned normally).
-inline std::vector<std::string> run_ranks(
-    std::vector<std::unique_ptr<Communicator>>& comms,
-    const std::function<void(Communicator&)>& body) {
+inline std::vector<std::string> run_ranks(std::vector<std::unique_ptr<Communicator>>& comms,
+                                          const std::function<void(Communicator&)>& body) {
   std::vector<std::string> errors(comms.size());
   std::vector<std::thread> threads;
   for (size_t r = 0; r < comms.size(); ++r) {

@@ -94,12 +94,12 @@ class LocalCommunicator : public Communicator {
 
 std::vector<std::unique_ptr<Communicator>> make_local_world(int tp, int pp,
                                                             std::chrono::milliseconds timeout) {
-  if (tp < 1 || pp < 1) fail_input("local world needs tp >= 1 and pp >= 1, got tp={} pp={}", tp, pp);
+  if (tp < 1 || pp < 1)
+    fail_input("local world needs tp >= 1 and pp >= 1, got tp={} pp={}", tp, pp);
   auto world = std::make_shared<LocalWorld>(tp, pp);
   std::vector<std::unique_ptr<Communicator>> comms;
   for (int rank = 0; rank < tp * pp; ++rank) {
-    comms.push_back(
-        std::make_unique<LocalCommunicator>(Topology{tp, pp, rank}, timeout, world));
+    comms.push_back(std::make_unique<LocalCommunicator>(Topology{tp, pp, rank}, timeout, world));
   }
   return comms;
 }

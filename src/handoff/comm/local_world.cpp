@@ -72,9 +72,8 @@ void LocalWorld::meet(std::unique_lock<std::mutex>& lock, Rendezvous& r, const T
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  changed_.wait_until(lock, deadline, [&] {
-    return r.generation != generation || (stop_on_failure && failed_);
-  });
+  changed_.wait_until(lock, deadline,
+                      [&] { return r.generation != generation || (stop_on_failure && failed_); });
   // A completed rendezvous wins over a failure that came meanwhile: the others may already be
   // reading this member's buffers, so it must go on as they do.
   if (r.generation != generation) return;
@@ -93,8 +92,7 @@ void LocalWorld::meet(std::unique_lock<std::mutex>& lock, Rendezvous& r, const T
   throw CommError(message);
 }
 
-std::vector<Contribution> LocalWorld::arrive(const Topology& me, Group g,
-                                             const Contribution& mine,
+std::vector<Contribution> LocalWorld::arrive(const Topology& me, Group g, const Contribution& mine,
                                              std::chrono::milliseconds timeout) {
   std::unique_lock lock(mutex_);
   if (failed_) throw CommError(failure_);
@@ -108,8 +106,8 @@ std::vector<Contribution> LocalWorld::arrive(const Topology& me, Group g,
     if (same_call(slots[i], slots[0])) continue;
     std::string message = fmt::format(
         "rank {}: mismatched collectives on {} group: rank {} called {}, rank {} called {}",
-        me.rank, group_name(g), me.world_rank_of(g, 0), describe(slots[0]),
-        me.world_rank_of(g, i), describe(slots[i]));
+        me.rank, group_name(g), me.world_rank_of(g, 0), describe(slots[0]), me.world_rank_of(g, i),
+        describe(slots[i]));
     fail_locked(message);
     throw CommError(message);
   }

@@ -58,8 +58,8 @@ class LocalWorld {
   };
   Rendezvous& rendezvous(const Topology& me, Group g);
   // One generation of the group's rendezvous; on timeout fails the world naming who is missing.
-  void meet(std::unique_lock<std::mutex>& lock, Rendezvous& r, const Topology& me, Group g,
-            Op op, std::chrono::milliseconds timeout, bool stop_on_failure);
+  void meet(std::unique_lock<std::mutex>& lock, Rendezvous& r, const Topology& me, Group g, Op op,
+            std::chrono::milliseconds timeout, bool stop_on_failure);
   void fail_locked(const std::string& message);
 
   int tp_;

@@ -133,8 +133,7 @@ class MpiCommunicator : public Communicator {
     reap_sends();
     PendingSend& s = sends_.emplace_back();
     s.data.assign(data, data + count);
-    MPI_Isend(s.data.data(), to_int(count, "send"), MPI_FLOAT, dst_rank, kTag, world_,
-              &s.request);
+    MPI_Isend(s.data.data(), to_int(count, "send"), MPI_FLOAT, dst_rank, kTag, world_, &s.request);
     reap_sends();
   }
 
