@@ -11,6 +11,9 @@
 //
 // Process-wide state: MPI itself is the one process-wide thing here; whether it is
 // initialised is asked of MPI (MPI_Initialized / MPI_Finalized), so this file keeps no globals.
+// Only the C API is used: keep Open MPI's deprecated C++ bindings (which need libmpi_cxx) out.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <cstdio>
