@@ -53,8 +53,11 @@ class LocalCommunicator : public Communicator {
   void do_all_gather(Group g, const float* send, float* recv, int64_t count) override {
     auto slots = world_->arrive(topology(), g, {Op::kAllGather, count, 0, send}, timeout());
     for (size_t m = 0; m < slots.size(); ++m) {
-      // memmove: the in-place form passes send == recv + rank * count.
-      std::memmove(recv + m * count, slots[m].send, count * sizeof(float));
+      float* dst = recv + m * count;
+      // In place (send == recv + rank * count) this member's block is already there, and
+      // others are reading it: rewriting it would be a data race.
+      if (dst == slots[m].send) continue;
+      std::memcpy(dst, slots[m].send, count * sizeof(float));
     }
     world_->depart(topology(), g, Op::kAllGather, timeout());
   }
