@@ -20,7 +20,7 @@ namespace handoff::comm {
 enum class Op { kAllReduce, kReduceScatter, kAllGather, kSend, kRecv, kBroadcast, kBarrier };
 enum class Group { kWorld, kTp, kPp };
 
-std::string_view op_name(Op op);        // "all_reduce", "reduce_scatter", "all_gather", ...
+std::string_view op_name(Op op);           // "all_reduce", "reduce_scatter", "all_gather", ...
 std::string_view group_name(Group group);  // "world", "tp", "pp"
 
 // Rank order: world rank = pp_rank * tp + tp_rank. A tp group is the tp consecutive ranks of

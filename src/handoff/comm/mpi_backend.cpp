@@ -1,0 +1,277 @@
+// One process per rank under mpirun (Open MPI). Every operation is a non-blocking MPI call
+// completed by polling against the deadline, so a dead or missing rank becomes a CommError
+// instead of a hang; abort() takes the whole job down through MPI_Abort.
+//
+// Determinism: all_reduce and reduce_scatter do not use MPI's reductions, whose summation
+// order depends on the algorithm Open MPI picks (and may differ between ranks). Each member
+// instead gathers every contribution (MPI_Iallgather / MPI_Ialltoall) and sums them itself in
+// group-rank order, exactly as the local backend does: every rank gets the same bits, and both
+// backends give the same result. The cost is group_size times the traffic of a ring
+// reduction, which is fine for the CPU tensor-parallel widths this engine runs.
+//
+// Process-wide state: MPI itself is the one process-wide thing here; whether it is
+// initialised is asked of MPI (MPI_Initialized / MPI_Finalized), so this file keeps no globals.
+// Only the C API is used: keep Open MPI's deprecated C++ bindings (which need libmpi_cxx) out.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <thread>
+
+#include "handoff/comm/communicator.h"
+#include "handoff/comm/local_world.h"
+
+namespace handoff::comm {
+
+namespace {
+
+bool mpi_active() {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+void ensure_mpi_initialized() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  // SERIALIZED: the engine may call MPI from whichever thread runs the step loop, but
+  // never from two threads at once; OpenMP threads inside kernels never call MPI.
+  int provided = 0;
+  MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  if (provided < MPI_THREAD_SERIALIZED) {
+    fail("MPI provides thread level {}, need MPI_THREAD_SERIALIZED", provided);
+  }
+}
+
+int to_int(int64_t count, std::string_view what) {
+  if (count < 0 || count > std::numeric_limits<int>::max()) {
+    fail_input("{}: count {} does not fit an MPI count", what, count);
+  }
+  return static_cast<int>(count);
+}
+
+// A sent message whose buffer MPI still owns: send() copies, so it never waits for the
+// receiver, like the local backend's mailboxes.
+struct PendingSend {
+  std::vector<float> data;
+  MPI_Request request = MPI_REQUEST_NULL;
+};
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator(Topology topology, std::chrono::milliseconds timeout)
+      : Communicator(topology, timeout) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &world_);
+    // Key = rank within the group, so MPI's rank in each communicator is the group rank.
+    MPI_Comm_split(MPI_COMM_WORLD, topology.pp_rank(), topology.tp_rank(), &tp_);
+    MPI_Comm_split(MPI_COMM_WORLD, topology.tp_rank(), topology.pp_rank(), &pp_);
+  }
+
+  ~MpiCommunicator() override {
+    if (!mpi_active()) return;
+    // Give queued sends their chance to complete; a receiver that never came is not worth
+    // hanging the exit for.
+    const auto deadline = std::chrono::steady_clock::now() + timeout();
+    while (!sends_.empty() && std::chrono::steady_clock::now() < deadline) {
+      reap_sends();
+      if (!sends_.empty()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    for (auto& s : sends_) {
+      MPI_Cancel(&s.request);
+      MPI_Request_free(&s.request);
+    }
+    MPI_Comm_free(&pp_);
+    MPI_Comm_free(&tp_);
+    MPI_Comm_free(&world_);
+  }
+
+  void abort(const std::string& reason) override {
+    // mpirun kills every rank once one calls MPI_Abort: that is the "no rank hangs" promise.
+    std::fprintf(stderr, "rank %d failed: %s\n", topology().rank, reason.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+
+ protected:
+  void do_all_reduce(Group g, float* data, int64_t count) override {
+    const int n = topology().group_size(g);
+    std::vector<float> all(static_cast<size_t>(n) * count);
+    MPI_Request request;
+    MPI_Iallgather(data, to_int(count, "all_reduce"), MPI_FLOAT, all.data(),
+                   to_int(count, "all_reduce"), MPI_FLOAT, comm(g), &request);
+    wait(request, Op::kAllReduce, g);
+    sum_in_rank_order(all.data(), n, count, count, data);
+  }
+
+  void do_reduce_scatter(Group g, const float* send, float* recv, int64_t count) override {
+    const int n = topology().group_size(g);
+    // After the all-to-all, block m holds member m's contribution to this member's block.
+    std::vector<float> mine(static_cast<size_t>(n) * count);
+    MPI_Request request;
+    MPI_Ialltoall(send, to_int(count, "reduce_scatter"), MPI_FLOAT, mine.data(),
+                  to_int(count, "reduce_scatter"), MPI_FLOAT, comm(g), &request);
+    wait(request, Op::kReduceScatter, g);
+    sum_in_rank_order(mine.data(), n, count, count, recv);
+  }
+
+  void do_all_gather(Group g, const float* send, float* recv, int64_t count) override {
+    const int n = to_int(count, "all_gather");
+    // The in-place form (send inside recv at this member's block) must use MPI_IN_PLACE.
+    const bool in_place = send == recv + topology().group_rank(g) * count;
+    MPI_Request request;
+    MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, MPI_FLOAT, recv, n, MPI_FLOAT, comm(g),
+                   &request);
+    wait(request, Op::kAllGather, g);
+  }
+
+  void do_send(const float* data, int64_t count, int dst_rank) override {
+    reap_sends();
+    PendingSend& s = sends_.emplace_back();
+    s.data.assign(data, data + count);
+    MPI_Isend(s.data.data(), to_int(count, "send"), MPI_FLOAT, dst_rank, kTag, world_, &s.request);
+    reap_sends();
+  }
+
+  void do_recv(float* data, int64_t count, int src_rank) override {
+    // Probe first, so a message of the wrong size is an error naming both sizes rather
+    // than MPI's truncation abort.
+    MPI_Status status;
+    const auto deadline = std::chrono::steady_clock::now() + timeout();
+    for (;;) {
+      reap_sends();
+      int ready = 0;
+      MPI_Iprobe(src_rank, kTag, world_, &ready, &status);
+      if (ready) break;
+      if (std::chrono::steady_clock::now() >= deadline) timed_out(Op::kRecv, Group::kWorld);
+      std::this_thread::sleep_for(kPollInterval);
+    }
+    int got = 0;
+    MPI_Get_count(&status, MPI_FLOAT, &got);
+    if (got != count) {
+      throw CommError(fmt::format("rank {}: recv from rank {} expected {} floats, got {}",
+                                  topology().rank, src_rank, count, got));
+    }
+    MPI_Request request;
+    MPI_Irecv(data, got, MPI_FLOAT, src_rank, kTag, world_, &request);
+    wait(request, Op::kRecv, Group::kWorld);
+  }
+
+  void do_broadcast(Group g, void* data, size_t bytes, int root) override {
+    MPI_Request request;
+    MPI_Ibcast(data, to_int(static_cast<int64_t>(bytes), "broadcast"), MPI_BYTE, root, comm(g),
+               &request);
+    wait(request, Op::kBroadcast, g);
+  }
+
+  void do_barrier(Group g) override {
+    MPI_Request request;
+    MPI_Ibarrier(comm(g), &request);
+    wait(request, Op::kBarrier, g);
+  }
+
+ private:
+  static constexpr int kTag = 0x4f;
+  // Ranks may outnumber cores (mpirun --oversubscribe): a waiting rank sleeps briefly
+  // between polls so the rank it waits for gets the core.
+  static constexpr std::chrono::microseconds kPollInterval{100};
+
+  MPI_Comm comm(Group g) const {
+    switch (g) {
+      case Group::kTp:
+        return tp_;
+      case Group::kPp:
+        return pp_;
+      case Group::kWorld:
+        break;
+    }
+    return world_;
+  }
+
+  static void sum_in_rank_order(const float* blocks, int n, int64_t stride, int64_t count,
+                                float* out) {
+    std::vector<float> sum(blocks, blocks + count);
+    for (int m = 1; m < n; ++m) {
+      const float* in = blocks + m * stride;
+      for (int64_t i = 0; i < count; ++i) sum[i] += in[i];
+    }
+    std::copy(sum.begin(), sum.end(), out);
+  }
+
+  [[noreturn]] void timed_out(Op op, Group g) const {
+    throw CommError(fmt::format("rank {}: {} on {} group timed out after {}", topology().rank,
+                                op_name(op), group_name(g), format_timeout(timeout())));
+  }
+
+  void wait(MPI_Request& request, Op op, Group g) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout();
+    for (;;) {
+      int done = 0;
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (done) return;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        // The request cannot be cancelled (collectives) and its buffers belong to the
+        // caller; the caller is expected to abort() the job, which ends every rank.
+        timed_out(op, g);
+      }
+      reap_sends();
+      std::this_thread::sleep_for(kPollInterval);
+    }
+  }
+
+  void reap_sends() {
+    while (!sends_.empty()) {
+      int done = 0;
+      MPI_Test(&sends_.front().request, &done, MPI_STATUS_IGNORE);
+      if (!done) return;
+      sends_.pop_front();
+    }
+  }
+
+  MPI_Comm world_ = MPI_COMM_NULL;
+  MPI_Comm tp_ = MPI_COMM_NULL;
+  MPI_Comm pp_ = MPI_COMM_NULL;
+  std::deque<PendingSend> sends_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(int tp, int pp,
+                                                    std::chrono::milliseconds timeout) {
+  if (tp < 1 || pp < 1) fail_input("MPI world needs tp >= 1 and pp >= 1, got tp={} pp={}", tp, pp);
+  ensure_mpi_initialized();
+  int size = 0;
+  int rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (size != tp * pp) {
+    fail_input("MPI world has {} processes but tp={} x pp={} needs {}", size, tp, pp, tp * pp);
+  }
+  return std::make_unique<MpiCommunicator>(Topology{tp, pp, rank}, timeout);
+}
+
+void finalize_mpi() {
+  if (mpi_active()) MPI_Finalize();
+}
+
+int mpi_world_rank() {
+  if (mpi_active()) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+  }
+  // Before MPI_Init the launcher's environment already says which rank this process is.
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
+}
+
+}  // namespace handoff::comm
