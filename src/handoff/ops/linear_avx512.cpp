@@ -12,11 +12,17 @@ namespace {
 // K per chunk when x has more than 4 rows: a 64-row block slice is 128 KiB (bf16) or
 // 256 KiB (f32). A multiple of 32, so chunks keep bf16 k pairs whole.
 constexpr int64_t kKChunk = 1024;
+#ifndef HANDOFF_PF
+#define HANDOFF_PF 1024
+#endif
+// Software prefetch distance along the block's weight stream.
+constexpr int kPrefetchBytes = HANDOFF_PF;
 
 // The first NB lanes (16 rows each) of block b × MR input rows; NB < 4 only for the last block
 // of a matrix whose N leaves lanes unused, which are then not read at all. For tiny NB·MR,
-// even and odd k go to separate accumulators so enough FMA chains are in flight to hide the FMA latency.
-// Covers k in [k0, k1); when `accumulate`, adds to what y already holds (a previous k chunk).
+// even and odd k go to separate accumulators so enough FMA chains are in flight to hide the FMA
+// latency. Covers k in [k0, k1); when `accumulate`, adds to what y already holds (a previous k
+// chunk).
 template <bool kBF16, int NB, int MR>
 void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
           int64_t k0, int64_t k1, bool accumulate) {
@@ -34,11 +40,14 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
     for (int j = 0; j < NB; ++j) {
       if constexpr (kBF16) {
         const auto* p = static_cast<const uint16_t*>(w.data) + (b * kp + k) * kRowBlock + j * 32;
+        _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
         const __m512i v = _mm512_loadu_si512(p);
         w0[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         w1[j] = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
       } else {
         const auto* p = static_cast<const float*>(w.data) + (b * kp + k) * kRowBlock + j * kLane;
+        _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(p + kRowBlock) + kPrefetchBytes, _MM_HINT_T0);
         w0[j] = _mm512_loadu_ps(p);
         w1[j] = _mm512_loadu_ps(p + kRowBlock);
       }
@@ -78,10 +87,18 @@ void tile_rows(const PackedWeight& w, const float* x, int64_t m, float* y, int64
       const float* xi = x + i * ldx;
       float* yi = y + i * ldy;
       switch (std::min<int64_t>(4, m - i)) {
-        case 1: tile<kBF16, NB, 1>(w, xi, ldx, yi, ldy, b, k0, k1, acc); break;
-        case 2: tile<kBF16, NB, 2>(w, xi, ldx, yi, ldy, b, k0, k1, acc); break;
-        case 3: tile<kBF16, NB, 3>(w, xi, ldx, yi, ldy, b, k0, k1, acc); break;
-        default: tile<kBF16, NB, 4>(w, xi, ldx, yi, ldy, b, k0, k1, acc); break;
+        case 1:
+          tile<kBF16, NB, 1>(w, xi, ldx, yi, ldy, b, k0, k1, acc);
+          break;
+        case 2:
+          tile<kBF16, NB, 2>(w, xi, ldx, yi, ldy, b, k0, k1, acc);
+          break;
+        case 3:
+          tile<kBF16, NB, 3>(w, xi, ldx, yi, ldy, b, k0, k1, acc);
+          break;
+        default:
+          tile<kBF16, NB, 4>(w, xi, ldx, yi, ldy, b, k0, k1, acc);
+          break;
       }
     }
   }
@@ -93,10 +110,18 @@ void run(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t lanes = std::min<int64_t>(4, (w.n - b * kRowBlock + kLane - 1) / kLane);
     switch (lanes) {
-      case 1: tile_rows<kBF16, 1>(w, x, m, y, ldy, b); break;
-      case 2: tile_rows<kBF16, 2>(w, x, m, y, ldy, b); break;
-      case 3: tile_rows<kBF16, 3>(w, x, m, y, ldy, b); break;
-      default: tile_rows<kBF16, 4>(w, x, m, y, ldy, b); break;
+      case 1:
+        tile_rows<kBF16, 1>(w, x, m, y, ldy, b);
+        break;
+      case 2:
+        tile_rows<kBF16, 2>(w, x, m, y, ldy, b);
+        break;
+      case 3:
+        tile_rows<kBF16, 3>(w, x, m, y, ldy, b);
+        break;
+      default:
+        tile_rows<kBF16, 4>(w, x, m, y, ldy, b);
+        break;
     }
   }
 }

@@ -8,9 +8,10 @@
 //   bf16: [N/64][K/2][64][2]     (oneDNN's BA16a64b2a)
 // One stream per block matters: separate per-16-row streams a power of two apart ran well
 // below the machine's read bandwidth. A bf16 load gives 16 rows × 2 consecutive k; shifting
-// each 32-bit lane left by 16 yields the even k in f32, masking off the low half the odd k. The small-M kernels broadcast x[m][k]
-// and FMA into 16-row accumulators, so they never need horizontal reductions, and each weight
-// byte is read from memory once for all M rows. oneDNN reads the same buffer for large M.
+// each 32-bit lane left by 16 yields the even k in f32, masking off the low half the odd k. The
+// small-M kernels broadcast x[m][k] and FMA into 16-row accumulators, so they never need horizontal
+// reductions, and each weight byte is read from memory once for all M rows. oneDNN reads the same
+// buffer for large M.
 #include <cstdint>
 
 #include "handoff/tensor/dtype.h"
