@@ -45,7 +45,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
     for (int64_t bf16 : {1, 0})
       for (auto [n, k] :
            {std::pair<int64_t, int64_t>{1024, 1024}, {4096, 1024}, {1024, 4096}, {8192, 8192}})
-        for (int64_t m : {1, 4, 16, 128, 512}) {
+        for (int64_t m : {1, 4, 8, 16, 32, 64, 128, 512}) {
           if (n * k >= 8192 * 8192 && m > 16) continue;  // big shape: decode only
           b->Args({m, n, k, bf16, threads});
         }
