@@ -200,8 +200,8 @@ TEST_P(CommLocal, CountsPerScopeOpGroup) {
     want[{"layer 0", Op::kAllReduce, Group::kTp}] = {2, 2 * 7 * 4};
     want[{"layer 0", Op::kReduceScatter, Group::kTp}] = {1, t.tp * 5 * 4};
     want[{"layer 0", Op::kAllGather, Group::kPp}] = {1, 3 * 4};
-    if (t.pp_rank() + 1 < t.pp) want[{"stage exit", Op::kSend, Group::kWorld}] = {1, 11 * 4};
-    if (t.pp_rank() > 0) want[{"stage exit", Op::kRecv, Group::kWorld}] = {1, 11 * 4};
+    if (t.pp_rank() + 1 < t.pp) want[{"stage exit", Op::kSend, Group::kPp}] = {1, 11 * 4};
+    if (t.pp_rank() > 0) want[{"stage exit", Op::kRecv, Group::kPp}] = {1, 11 * 4};
     want[{"stage exit", Op::kBroadcast, Group::kWorld}] = {1, 10};
     want[{"stage exit", Op::kBarrier, Group::kWorld}] = {1, 0};
     const CommCounts& got = c.counts();

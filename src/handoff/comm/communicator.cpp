@@ -102,7 +102,9 @@ void Communicator::send(const float* data, int64_t count, int dst_rank) {
     fail_input("rank {}: send to invalid rank {} (world size {})", topology_.rank, dst_rank,
                topology_.world_size());
   }
-  this->count(Op::kSend, Group::kWorld, count * kFloatBytes);
+  // A pipeline hand-off (same tp rank, another stage) is counted on the pp group.
+  this->count(Op::kSend, dst_rank % topology_.tp == topology_.tp_rank() ? Group::kPp : Group::kWorld,
+              count * kFloatBytes);
   do_send(data, count, dst_rank);
 }
 
@@ -111,7 +113,8 @@ void Communicator::recv(float* data, int64_t count, int src_rank) {
     fail_input("rank {}: recv from invalid rank {} (world size {})", topology_.rank, src_rank,
                topology_.world_size());
   }
-  this->count(Op::kRecv, Group::kWorld, count * kFloatBytes);
+  this->count(Op::kRecv, src_rank % topology_.tp == topology_.tp_rank() ? Group::kPp : Group::kWorld,
+              count * kFloatBytes);
   do_recv(data, count, src_rank);
 }
 

@@ -47,6 +47,7 @@ class CommError : public Error {
 struct CallStats {
   int64_t calls = 0;
   int64_t bytes = 0;
+  bool operator==(const CallStats&) const = default;
 };
 // (scope, op, group) -> stats. The scope is set by the caller (e.g. "layer 5", "stage 0 exit").
 using CommCounts = std::map<std::tuple<std::string, Op, Group>, CallStats>;
@@ -84,10 +85,12 @@ class Communicator {
   // Accounting. Bytes = the payload this rank contributes (its send buffer): all_reduce and
   // all_gather `count` floats, reduce_scatter group_size * count floats, send `count` floats;
   // recv counts the floats it receives; broadcast the bytes (on every member), barrier 0.
+  // send/recv between ranks of one pp group (a stage hand-off) count on group pp, else world.
   void set_scope(std::string scope) { scope_ = std::move(scope); }
   const std::string& scope() const { return scope_; }
   const CommCounts& counts() const { return counts_; }
   void reset_counts() { counts_.clear(); }
+  void restore_counts(CommCounts counts) { counts_ = std::move(counts); }
 
  protected:
   virtual void do_all_reduce(Group g, float* data, int64_t count) = 0;

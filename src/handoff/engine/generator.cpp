@@ -23,7 +23,9 @@ Generator::Generator(model::Model& model, int64_t max_context, int64_t block_siz
     : model_(model),
       max_context_(max_context),
       blocks_((max_context + block_size - 1) / block_size, block_size),
-      cache_(model.cache_shape((max_context + block_size - 1) / block_size, block_size)) {}
+      cache_(model.cache_shape((max_context + block_size - 1) / block_size, block_size)) {
+  model.profile_run(max_context);
+}
 
 tensor::Tensor Generator::forward(const GenerationOptions& options,
                                   const model::SequenceChunk& chunk, model::StepTrace* trace) {

@@ -163,6 +163,7 @@ void Model::embed(const std::vector<SequenceChunk>& chunks, float* hidden) {
 void Model::receive(Activations& io, int64_t n) {
   const int64_t d = config_.hidden_size;
   const int64_t rows = parallel::pp_intermediate_token_count(plan_, n);
+  last_rows_received_ = rows;
   float* packed = scratch_.get(3, static_cast<size_t>(rows * 2 * d));
   comm_->set_scope(parallel::stage_entry_scope(stage_));
   const comm::Topology& topo = comm_->topology();
@@ -188,6 +189,7 @@ void Model::hand_off(Activations& io, int64_t n) {
   }
   io.layout = stage.exit_layout;
   const int64_t rows = parallel::pp_intermediate_token_count(plan_, n);
+  last_rows_sent_ = rows;
   float* packed = scratch_.get(3, static_cast<size_t>(rows * 2 * d));
   for (int64_t r = 0; r < rows; ++r) {
     std::memcpy(packed + r * 2 * d, io.hidden + r * d, static_cast<size_t>(d) * sizeof(float));
@@ -241,10 +243,24 @@ Tensor Model::logits(const std::vector<SequenceChunk>& chunks, Activations& io) 
   return out;
 }
 
+void Model::profile_run(int64_t max_tokens) {
+  constexpr int64_t kBlock = 16;
+  const int64_t blocks = (max_tokens + kBlock - 1) / kBlock;
+  cache::BlockManager manager(blocks, kBlock);
+  cache::PagedCache cache(cache_shape(blocks, kBlock));
+  cache::BlockTable table;
+  manager.reserve(table, max_tokens);
+  const std::vector<int32_t> tokens(static_cast<size_t>(max_tokens), 0);
+  const comm::CommCounts saved = comm_ != nullptr ? comm_->counts() : comm::CommCounts{};
+  forward({SequenceChunk{tokens, 0, &table, false}}, cache);
+  if (comm_ != nullptr) comm_->restore_counts(saved);
+}
+
 Tensor Model::forward(const std::vector<SequenceChunk>& chunks, cache::PagedCache& cache,
                       StepTrace* trace) {
   const ModelConfig& c = config_;
   build_meta(chunks, cache.shape().block_size);
+  last_rows_sent_ = last_rows_received_ = 0;
   const int64_t n = meta_.num_tokens();
   const int64_t d = c.hidden_size;
   const int tp = plan_.options.tp;

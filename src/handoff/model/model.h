@@ -49,6 +49,15 @@ class Model {
   tensor::Tensor forward(const std::vector<SequenceChunk>& chunks, cache::PagedCache& cache,
                          StepTrace* trace = nullptr);
 
+  // The profiling pass: one dummy step of `max_tokens` tokens through a throwaway cache, so
+  // every buffer reaches its peak size before serving and the step loop does not allocate.
+  // Every rank of the run must call it together. Communication counts are left as they were.
+  void profile_run(int64_t max_tokens);
+  // Rows of the stage hand-off in the last step (sent to the next stage / received from the
+  // previous one; 0 where there is none). Both follow pp_intermediate_token_count.
+  int64_t last_rows_sent() const { return last_rows_sent_; }
+  int64_t last_rows_received() const { return last_rows_received_; }
+
  private:
   Model() = default;
   void build_meta(const std::vector<SequenceChunk>& chunks, int64_t block_size);
@@ -70,6 +79,7 @@ class Model {
   std::vector<DecoderLayer> layers_;
   StepMeta meta_;
   Scratch scratch_;
+  int64_t last_rows_sent_ = 0, last_rows_received_ = 0;
 };
 
 }  // namespace handoff::model

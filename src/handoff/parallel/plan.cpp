@@ -27,30 +27,58 @@ int64_t layout_rows(Layout layout, int64_t n, int tp) {
   return layout == Layout::kFull ? n : (n + tp - 1) / tp;
 }
 
-namespace {
+bool family_has_sp_decoder(model::Family family) {
+  switch (family) {
+    case model::Family::kGlmMoeDsa:
+    case model::Family::kDeepseekV32:
+    case model::Family::kDeepseekV3:
+      return true;
+  }
+  return false;
+}
 
-Gate evaluate_gate(const model::ModelConfig& config, const ParallelOptions& o) {
+GateInputs gate_inputs(const model::ModelConfig& config, const ParallelOptions& o) {
+  return {o.pp == 1 || o.policy == SpPolicy::kKeep, family_has_sp_decoder(config.family),
+          config.moe_layer_freq == 1, o.sp, o.tp > 1};
+}
+
+Gate evaluate_gate(const GateInputs& in) {
   Gate gate;
-  auto add = [&](std::string name, bool pass, std::string reason) {
-    gate.conditions.push_back({std::move(name), pass, std::move(reason)});
+  auto add = [&](const char* name, bool pass, const char* yes, const char* no) {
+    gate.conditions.push_back({name, pass, pass ? yes : no});
   };
-  add("pp_policy", o.pp == 1 || o.policy == SpPolicy::kKeep,
-      o.pp == 1 ? "pp = 1: no stage boundary to protect"
-      : o.policy == SpPolicy::kKeep
-          ? "policy keep: every stage exit restores the boundary contract"
-          : "policy guard: SP is kept off under pp > 1, as upstream does");
-  add("model_family", true,
-      fmt::format("{} has the MLA + MoE layer shell", model::family_name(config.family)));
-  add("moe_layer_freq", config.moe_layer_freq == 1,
-      fmt::format("moe_layer_freq = {}{}", config.moe_layer_freq,
-                  config.moe_layer_freq == 1 ? ": the SP region is contiguous after the dense prefix"
-                                             : ": dense layers would interrupt the SP region"));
-  add("sp_requested", o.sp, o.sp ? "--sp on" : "--sp off");
-  add("tp_gt_1", o.tp > 1, fmt::format("tp = {}{}", o.tp, o.tp > 1 ? "" : ": nothing to shard over"));
+  add("pp_policy", in.pp_policy_keeps_sp,
+      "pp = 1, or policy keep: every stage exit restores the boundary contract",
+      "policy guard under pp > 1: SP is kept off, as upstream does");
+  add("model_family", in.family_has_sp_decoder, "the family's layers have the MLA + MoE shell",
+      "the family has no SP decoder shell");
+  add("moe_layer_freq", in.moe_layer_freq_is_one,
+      "moe_layer_freq = 1: the SP region is contiguous after the dense prefix",
+      "moe_layer_freq != 1: dense layers would interrupt the SP region");
+  add("sp_requested", in.sp_requested, "--sp on", "--sp off");
+  add("tp_gt_1", in.tp_above_one, "tp > 1", "tp = 1: nothing to shard over");
   gate.sp_inside_stages = true;
   for (const auto& c : gate.conditions) gate.sp_inside_stages = gate.sp_inside_stages && c.pass;
   return gate;
 }
+
+LayerPlan plan_layer(const Gate& gate, const GateInputs& in, int64_t index, bool moe,
+                     Layout incoming) {
+  LayerPlan lp;
+  lp.index = index;
+  lp.moe = moe;
+  lp.sp = gate.sp_inside_stages && moe;
+  lp.o_proj_reduce = !lp.sp && in.tp_above_one;
+  lp.moe_mode = !moe                                    ? MoeMode::kDense
+                : lp.sp                                 ? MoeMode::kSequenceParallel
+                : (in.sp_requested && in.tp_above_one) ? MoeMode::kChunked
+                                                        : MoeMode::kReplicated;
+  lp.input_layout = lp.sp ? incoming : Layout::kFull;
+  lp.output_layout = lp.sp ? Layout::kShard : Layout::kFull;
+  return lp;
+}
+
+namespace {
 
 void check_divides(int tp, int64_t value, const char* what) {
   if (value % tp != 0) fail_input("tp = {} does not divide {} = {}", tp, what, value);
@@ -92,7 +120,8 @@ Plan make_plan(const model::ModelConfig& config, const ParallelOptions& o) {
   }
   Plan plan;
   plan.options = o;
-  plan.gate = evaluate_gate(config, o);
+  const GateInputs inputs = gate_inputs(config, o);
+  plan.gate = evaluate_gate(inputs);
   const std::vector<int64_t> sizes = stage_sizes(config, o);
   const bool shard_contract = o.boundary == BoundaryContract::kShard && o.pp > 1 && o.tp > 1;
   int64_t first = 0;
@@ -105,17 +134,7 @@ Plan make_plan(const model::ModelConfig& config, const ParallelOptions& o) {
     stage.entry_layout = s > 0 && shard_contract ? Layout::kShard : Layout::kFull;
     Layout layout = stage.entry_layout;
     for (int64_t l = stage.first_layer; l < stage.end_layer; ++l) {
-      LayerPlan lp;
-      lp.index = l;
-      lp.moe = config.is_moe_layer(l);
-      lp.sp = plan.gate.sp_inside_stages && lp.moe;
-      lp.o_proj_reduce = !lp.sp && o.tp > 1;
-      lp.moe_mode = !lp.moe  ? MoeMode::kDense
-                    : lp.sp ? MoeMode::kSequenceParallel
-                    : (o.sp && o.tp > 1) ? MoeMode::kChunked
-                                         : MoeMode::kReplicated;
-      lp.input_layout = lp.sp ? layout : Layout::kFull;
-      lp.output_layout = lp.sp ? Layout::kShard : Layout::kFull;
+      const LayerPlan lp = plan_layer(plan.gate, inputs, l, config.is_moe_layer(l), layout);
       layout = lp.output_layout;
       stage.layers.push_back(lp);
     }

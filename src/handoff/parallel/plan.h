@@ -50,6 +50,26 @@ struct Gate {
   std::vector<GateCondition> conditions;
 };
 
+// The five facts the gate decides on (ARCHITECTURE.md, "The gate"), in order.
+struct GateInputs {
+  bool pp_policy_keeps_sp = false;  // pp = 1, or policy keep
+  bool family_has_sp_decoder = false;
+  bool moe_layer_freq_is_one = false;
+  bool sp_requested = false;
+  bool tp_above_one = false;
+};
+
+GateInputs gate_inputs(const model::ModelConfig& config, const ParallelOptions& options);
+Gate evaluate_gate(const GateInputs& inputs);
+// Whether a family's decoder layer has the MLA + MoE shell SP needs.
+bool family_has_sp_decoder(model::Family family);
+
+struct LayerPlan;
+// One layer's flags from the gate: SP exactly when the gate is open and the layer is MoE (+MLA,
+// which every layer of these families is).
+LayerPlan plan_layer(const Gate& gate, const GateInputs& inputs, int64_t index, bool moe,
+                     Layout incoming);
+
 struct LayerPlan {
   int64_t index = 0;
   bool moe = false;

@@ -1,0 +1,70 @@
+// Every layout of the test matrix against one rank and against DeepSeek's reference: same
+// greedy tokens, logits within 1e-4 (f32, teacher-forced on every golden case and prompt).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+
+#include "../engine/golden_support.h"
+#include "parallel_support.h"
+
+namespace handoff::testing {
+namespace {
+
+class ParallelEquivalence : public ::testing::TestWithParam<MatrixEntry> {};
+
+// The one-rank run of every case and prompt, computed once.
+const engine::GenerationResult& baseline(const std::string& name, size_t prompt) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, size_t>, engine::GenerationResult> cache;
+  std::lock_guard lock(mutex);
+  auto key = std::make_pair(name, prompt);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    const auto& gp = golden(name)["prompts"][prompt];
+    it = cache
+             .emplace(key, run_parallel_teacher_forced(
+                               golden_dir(name), {}, gp["tokens"].get<std::vector<int32_t>>(),
+                               gp["greedy_tokens"].get<std::vector<int32_t>>()))
+             .first;
+  }
+  return it->second;
+}
+
+double max_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (size_t r = 0; r < a.size(); ++r) {
+    if (a[r].size() != b[r].size()) return INFINITY;
+    for (size_t i = 0; i < a[r].size(); ++i)
+      worst = std::max<double>(worst, std::fabs(a[r][i] - b[r][i]));
+  }
+  return worst;
+}
+
+TEST_P(ParallelEquivalence, SameTokensAndLogitsAsOneRankAndTheReference) {
+  const auto& entry = GetParam();
+  for (const auto& name : golden_cases()) {
+    const auto& g = golden(name);
+    for (size_t p = 0; p < g["prompts"].size(); ++p) {
+      SCOPED_TRACE(name + " prompt " + std::to_string(p));
+      const auto& gp = g["prompts"][p];
+      const auto r = run_parallel_teacher_forced(golden_dir(name), entry.options,
+                                                 gp["tokens"].get<std::vector<int32_t>>(),
+                                                 gp["greedy_tokens"].get<std::vector<int32_t>>());
+      const auto& base = baseline(name, p);
+      EXPECT_EQ(r.generated, base.generated);
+      EXPECT_EQ(r.generated, gp["greedy_tokens"].get<std::vector<int32_t>>());
+      EXPECT_LE(max_diff(r.prefill_logits, base.prefill_logits), 1e-4);
+      EXPECT_LE(max_diff(r.decode_logits, base.decode_logits), 1e-4);
+      EXPECT_LE(max_abs_diff(r.prefill_logits, gp["prefill_logits"]), 1e-4);
+      EXPECT_LE(max_abs_diff(r.decode_logits, gp["decode_logits"]), 1e-4);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Matrix, ParallelEquivalence, ::testing::ValuesIn(parallel_matrix()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace handoff::testing
