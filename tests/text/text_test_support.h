@@ -54,7 +54,8 @@ inline std::vector<nlohmann::ordered_json> read_json_lines(const std::string& te
   while (start < text.size()) {
     size_t end = text.find('\n', start);
     if (end == std::string::npos) end = text.size();
-    if (end > start) lines.push_back(nlohmann::ordered_json::parse(text.substr(start, end - start)));
+    if (end > start)
+      lines.push_back(nlohmann::ordered_json::parse(text.substr(start, end - start)));
     start = end + 1;
   }
   return lines;

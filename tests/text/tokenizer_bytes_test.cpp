@@ -27,10 +27,18 @@ bool valid_utf8(const std::string& s) { return complete_utf8_prefix(s) == s.size
 
 TEST(TokenizerBytes, InvalidUtf8RoundTrips) {
   if (!require_node_modules()) return;
-  const std::vector<std::string> cases = {
-      "\xff", "\xc3", "abc\x80\x80def", "\xe4\xbd", "\xed\xa0\x80 surrogate", "\xf4\x90\x80\x80",
-      "\xc0\xaf overlong", "ok \xf0\x9f\x98 cut emoji", std::string("nul\0byte", 8),
-      "<｜User｜>\xfe<｜Assistant｜>", "\xe4\xbd\xa0\xe5", "\x80\x81\x82\x83\x84 12345 \xff\xfe"};
+  const std::vector<std::string> cases = {"\xff",
+                                          "\xc3",
+                                          "abc\x80\x80def",
+                                          "\xe4\xbd",
+                                          "\xed\xa0\x80 surrogate",
+                                          "\xf4\x90\x80\x80",
+                                          "\xc0\xaf overlong",
+                                          "ok \xf0\x9f\x98 cut emoji",
+                                          std::string("nul\0byte", 8),
+                                          "<｜User｜>\xfe<｜Assistant｜>",
+                                          "\xe4\xbd\xa0\xe5",
+                                          "\x80\x81\x82\x83\x84 12345 \xff\xfe"};
   for (const auto& s : cases) {
     const auto ids = deepseek().encode(s, false);
     EXPECT_EQ(deepseek().decode(ids), s);
@@ -50,7 +58,8 @@ TEST(TokenizerBytes, RandomBytesRoundTrip) {
 
 TEST(TokenizerBytes, StreamingEmitsWholeCharactersOnly) {
   if (!require_node_modules()) return;
-  const std::string text = "emoji 👨‍👩‍👧‍👦 中文字符 日本語 🏳️‍🌈 end";
+  const std::string text =
+      "emoji 👨‍👩‍👧‍👦 中文字符 日本語 🏳️‍🌈 end";
   const auto ids = deepseek().encode(text, false);
   StreamDecoder stream(deepseek());
   std::string total;
@@ -85,12 +94,12 @@ TEST(TokenizerBytes, UnknownIdIsInputError) {
 
 TEST(Utf8Prefix, HoldsOnlyCharactersInProgress) {
   EXPECT_EQ(complete_utf8_prefix("ab"), 2u);
-  EXPECT_EQ(complete_utf8_prefix("a\xe4\xbd"), 1u);       // 3-byte char missing one byte
-  EXPECT_EQ(complete_utf8_prefix("a\xf0\x9f\x98"), 1u);   // 4-byte char missing one byte
-  EXPECT_EQ(complete_utf8_prefix("a\xff"), 2u);           // never valid: emit
-  EXPECT_EQ(complete_utf8_prefix("a\xed\xa0"), 3u);       // surrogate can never complete
-  EXPECT_EQ(complete_utf8_prefix("\x80\x80"), 2u);        // stray continuation bytes
-  EXPECT_EQ(complete_utf8_prefix("\xe4\xbd\xa0"), 3u);    // complete
+  EXPECT_EQ(complete_utf8_prefix("a\xe4\xbd"), 1u);      // 3-byte char missing one byte
+  EXPECT_EQ(complete_utf8_prefix("a\xf0\x9f\x98"), 1u);  // 4-byte char missing one byte
+  EXPECT_EQ(complete_utf8_prefix("a\xff"), 2u);          // never valid: emit
+  EXPECT_EQ(complete_utf8_prefix("a\xed\xa0"), 3u);      // surrogate can never complete
+  EXPECT_EQ(complete_utf8_prefix("\x80\x80"), 2u);       // stray continuation bytes
+  EXPECT_EQ(complete_utf8_prefix("\xe4\xbd\xa0"), 3u);   // complete
 }
 
 }  // namespace

@@ -20,8 +20,9 @@ TEST(TokenizerReference, CorpusIdsMatchJavaScriptAndRoundTrip) {
   const auto corpus_path = std::filesystem::path(HANDOFF_TEST_DATA) / "tokenizer/corpus.jsonl";
   const auto corpus = read_json_lines(read_file(corpus_path));
   ASSERT_GE(corpus.size(), 2000u);
-  const auto reference = read_json_lines(run_command(
-      "node " + (tests_dir() / "tools/tokenize_reference.mjs").string() + " " + corpus_path.string()));
+  const auto reference = read_json_lines(
+      run_command("node " + (tests_dir() / "tools/tokenize_reference.mjs").string() + " " +
+                  corpus_path.string()));
   ASSERT_EQ(reference.size(), corpus.size());
 
   const auto tokenizer = Tokenizer::load(deepseek_v3_dir().string());

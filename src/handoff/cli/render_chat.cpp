@@ -15,7 +15,8 @@ namespace {
 
 void run_render_chat(const std::string& model_dir) {
   const auto chat_template = text::ChatTemplate::load(model_dir);
-  const std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+  const std::string input((std::istreambuf_iterator<char>(std::cin)),
+                          std::istreambuf_iterator<char>());
   nlohmann::ordered_json request;
   try {
     request = nlohmann::ordered_json::parse(input);

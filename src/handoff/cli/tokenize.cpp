@@ -44,7 +44,8 @@ void run_tokenize(const TokenizeArgs& args) {
         fail_input("stdin line {}: expected {{\"ids\": [...]}}", number);
       std::vector<int32_t> ids;
       for (const auto& v : in["ids"]) {
-        if (!v.is_number_integer()) fail_input("stdin line {}: id {} is not an integer", number, v.dump());
+        if (!v.is_number_integer())
+          fail_input("stdin line {}: id {} is not an integer", number, v.dump());
         ids.push_back(v.get<int32_t>());
       }
       out["text"] = tokenizer->decode(ids);

@@ -56,7 +56,8 @@ BpeModel::BpeModel(const nlohmann::json& model) {
     const auto lb = byte_level_to_bytes(left), rb = byte_level_to_bytes(right);
     if (!lb || !rb) fail_input("merge '{} {}' is not in the byte-level alphabet", left, right);
     const int32_t l = find(*lb), r = find(*rb), merged = find(*lb + *rb);
-    if (l < 0 || r < 0 || merged < 0) fail_input("merge '{} {}' uses tokens not in vocab", left, right);
+    if (l < 0 || r < 0 || merged < 0)
+      fail_input("merge '{} {}' uses tokens not in vocab", left, right);
     merges_.try_emplace(pair_key(l, r), rank++, merged);
   }
 }
@@ -97,9 +98,10 @@ void BpeModel::merge(std::string_view piece, std::vector<int32_t>& out) const {
   symbols.reserve(piece.size());
   for (size_t i = 0; i < piece.size(); ++i) {
     const int32_t id = byte_ids_[static_cast<unsigned char>(piece[i])];
-    if (id < 0) fail_input("vocab has no token for byte 0x{:02x}", static_cast<unsigned char>(piece[i]));
-    symbols.push_back({id, static_cast<int>(i) - 1,
-                       i + 1 < piece.size() ? static_cast<int>(i) + 1 : -1, true});
+    if (id < 0)
+      fail_input("vocab has no token for byte 0x{:02x}", static_cast<unsigned char>(piece[i]));
+    symbols.push_back(
+        {id, static_cast<int>(i) - 1, i + 1 < piece.size() ? static_cast<int>(i) + 1 : -1, true});
   }
   struct Candidate {
     int32_t rank;

@@ -12,7 +12,7 @@ namespace handoff::text {
 struct ChatRequest {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   bool add_generation_prompt = false;
-  nlohmann::ordered_json tools;  // null: no tools variable
+  nlohmann::ordered_json tools;                                     // null: no tools variable
   nlohmann::ordered_json extra = nlohmann::ordered_json::object();  // more template variables
 };
 

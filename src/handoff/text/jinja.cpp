@@ -86,12 +86,15 @@ class Interpreter {
       scope.set(target.name, std::move(v));
     } else if (target.kind == Expr::Kind::kAttr) {
       const Value object = eval(*target.a, scope);
-      if (!object.is_dict()) fail_input("template line {}: cannot set attribute '{}'", line, target.name);
+      if (!object.is_dict())
+        fail_input("template line {}: cannot set attribute '{}'", line, target.name);
       object.set(target.name, std::move(v));
     } else if (target.kind == Expr::Kind::kTuple) {
       if (!v.is_list() || v.list().size() != target.items.size())
-        fail_input("template line {}: cannot unpack value into {} names", line, target.items.size());
-      for (size_t i = 0; i < target.items.size(); ++i) assign(*target.items[i], v.list()[i], scope, line);
+        fail_input("template line {}: cannot unpack value into {} names", line,
+                   target.items.size());
+      for (size_t i = 0; i < target.items.size(); ++i)
+        assign(*target.items[i], v.list()[i], scope, line);
     } else {
       fail_input("template line {}: invalid assignment target", line);
     }
@@ -304,7 +307,8 @@ class Interpreter {
       return v;
     }
     if ((object.is_list() || object.is_string()) && key.kind() == Value::Kind::kInt) {
-      const ValueList items = object.is_list() ? object.list() : apply_filter("list", object, {}, {}).list();
+      const ValueList items =
+          object.is_list() ? object.list() : apply_filter("list", object, {}, {}).list();
       const int64_t i = normalize_index(key.as_int(), static_cast<int64_t>(items.size()));
       if (i < 0 || i >= static_cast<int64_t>(items.size())) return Value();
       return items[i];
@@ -318,7 +322,8 @@ class Interpreter {
 
   Value slice(const Expr& e, const Scope& scope) {
     const Value object = eval(*e.a, scope);
-    const ValueList items = object.is_list() ? object.list() : apply_filter("list", object, {}, {}).list();
+    const ValueList items =
+        object.is_list() ? object.list() : apply_filter("list", object, {}, {}).list();
     const auto n = static_cast<int64_t>(items.size());
     const int64_t step = e.d ? eval(*e.d, scope).as_int() : 1;
     if (step == 0) fail_input("template line {}: slice step must not be zero", e.line);
@@ -343,7 +348,8 @@ class Interpreter {
   }
 
   static bool contains(const Value& container, const Value& item) {
-    if (container.is_string()) return container.as_string().find(item.to_output()) != std::string::npos;
+    if (container.is_string())
+      return container.as_string().find(item.to_output()) != std::string::npos;
     if (container.is_dict()) return !container.get(item.to_output()).is_undefined();
     if (container.is_list())
       for (const Value& v : container.list())
@@ -352,8 +358,10 @@ class Interpreter {
   }
 
   static int compare(const Value& a, const Value& b, size_t line) {
-    if (a.is_number() && b.is_number()) return a.as_number() < b.as_number() ? -1 : a.as_number() > b.as_number();
-    if (a.is_string() && b.is_string()) return a.as_string().compare(b.as_string()) < 0 ? -1 : a.as_string() != b.as_string();
+    if (a.is_number() && b.is_number())
+      return a.as_number() < b.as_number() ? -1 : a.as_number() > b.as_number();
+    if (a.is_string() && b.is_string())
+      return a.as_string().compare(b.as_string()) < 0 ? -1 : a.as_string() != b.as_string();
     fail_input("template line {}: cannot compare these values", line);
   }
 

@@ -9,7 +9,9 @@
 namespace handoff::text::jinja {
 namespace {
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 std::string strip(const std::string& s, const Value& chars, bool left, bool right) {
   const auto drop = [&](char c) {
@@ -135,7 +137,8 @@ Value attribute(const Value& v, const std::string& path) {
 
 Value apply_filter(const std::string& name, const Value& value, const ValueList& args,
                    const KwArgs& kwargs) {
-  if (name == "trim" || name == "strip") return Value(strip(value.to_output(), arg(args, kwargs, 0, "chars"), true, true));
+  if (name == "trim" || name == "strip")
+    return Value(strip(value.to_output(), arg(args, kwargs, 0, "chars"), true, true));
   if (name == "tojson") {
     const Value indent = arg(args, kwargs, 0, "indent");
     return Value(value.to_json(indent.is_number() ? static_cast<int>(indent.as_number()) : -1));
@@ -143,7 +146,8 @@ Value apply_filter(const std::string& name, const Value& value, const ValueList&
   if (name == "length" || name == "count") return Value(length_of(value));
   if (name == "default" || name == "d") {
     const bool boolean = arg(args, kwargs, 1, "boolean", Value(false)).truthy();
-    if (value.is_undefined() || (boolean && !value.truthy())) return arg(args, kwargs, 0, "default_value", Value(""));
+    if (value.is_undefined() || (boolean && !value.truthy()))
+      return arg(args, kwargs, 0, "default_value", Value(""));
     return value;
   }
   if (name == "upper") return Value(map_ascii(value.to_output(), ::toupper));
@@ -204,7 +208,8 @@ Value apply_filter(const std::string& name, const Value& value, const ValueList&
     }
   }
   if (name == "abs") {
-    if (value.kind() == Value::Kind::kInt) return Value(static_cast<int64_t>(std::llabs(value.as_int())));
+    if (value.kind() == Value::Kind::kInt)
+      return Value(static_cast<int64_t>(std::llabs(value.as_int())));
     return Value(std::fabs(value.as_number()));
   }
   if (name == "unique") {
@@ -227,9 +232,9 @@ Value apply_filter(const std::string& name, const Value& value, const ValueList&
     ValueList out;
     for (const Value& v : as_list(value)) {
       const Value a = attribute(v, args.at(0).to_output());
-      const bool pass = args.size() > 1
-                            ? apply_test(args[1].to_output(), a, ValueList(args.begin() + 2, args.end()))
-                            : a.truthy();
+      const bool pass = args.size() > 1 ? apply_test(args[1].to_output(), a,
+                                                     ValueList(args.begin() + 2, args.end()))
+                                        : a.truthy();
       if (pass == select) out.push_back(v);
     }
     return Value(out);
@@ -239,7 +244,8 @@ Value apply_filter(const std::string& name, const Value& value, const ValueList&
     ValueList out;
     for (const Value& v : as_list(value)) {
       const bool pass = args.empty() ? v.truthy()
-                                     : apply_test(args[0].to_output(), v, ValueList(args.begin() + 1, args.end()));
+                                     : apply_test(args[0].to_output(), v,
+                                                  ValueList(args.begin() + 1, args.end()));
       if (pass == select) out.push_back(v);
     }
     return Value(out);
@@ -272,9 +278,12 @@ bool apply_test(const std::string& name, const Value& value, const ValueList& ar
   if (name == "callable") return value.kind() == K::kFunction;
   if (name == "odd") return value.kind() == K::kInt && value.as_int() % 2 != 0;
   if (name == "even") return value.kind() == K::kInt && value.as_int() % 2 == 0;
-  if (name == "lower") return value.is_string() && map_ascii(value.as_string(), ::tolower) == value.as_string();
-  if (name == "upper") return value.is_string() && map_ascii(value.as_string(), ::toupper) == value.as_string();
-  if (name == "equalto" || name == "eq" || name == "sameas") return !args.empty() && value.equals(args[0]);
+  if (name == "lower")
+    return value.is_string() && map_ascii(value.as_string(), ::tolower) == value.as_string();
+  if (name == "upper")
+    return value.is_string() && map_ascii(value.as_string(), ::toupper) == value.as_string();
+  if (name == "equalto" || name == "eq" || name == "sameas")
+    return !args.empty() && value.equals(args[0]);
   if (name == "ne") return args.empty() || !value.equals(args[0]);
   if (name == "in") {
     if (args.empty()) return false;
@@ -360,7 +369,8 @@ std::optional<Value> bound_method(const Value& value, const std::string& name) {
   }
   if (value.is_dict()) {
     if (name == "items")
-      return Value(Function([value](const ValueList&, const KwArgs&) { return Value(items_of(value)); }));
+      return Value(
+          Function([value](const ValueList&, const KwArgs&) { return Value(items_of(value)); }));
     if (name == "keys" || name == "values") {
       const bool keys = name == "keys";
       return Value(Function([value, keys](const ValueList&, const KwArgs&) {

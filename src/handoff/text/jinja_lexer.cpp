@@ -7,7 +7,9 @@
 namespace handoff::text::jinja {
 namespace {
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_ws(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
 // HF's Template applies these before lexing (Python's apply_chat_template sets the same flags):
 // drop one trailing newline, strip blanks before a block tag that starts a line (lstrip_blocks)
@@ -23,7 +25,8 @@ std::string preprocess(std::string_view source) {
     if (line_start) {
       size_t j = i;
       while (j < s.size() && (s[j] == ' ' || s[j] == '\t')) ++j;
-      if (j + 1 < s.size() && s[j] == '{' && (s[j + 1] == '%' || s[j + 1] == '#' || s[j + 1] == '-'))
+      if (j + 1 < s.size() && s[j] == '{' &&
+          (s[j + 1] == '%' || s[j + 1] == '#' || s[j + 1] == '-'))
         i = j;
     }
     if (i + 1 < s.size() && (s[i] == '%' || s[i] == '#' || s[i] == '-') && s[i + 1] == '}') {
@@ -132,10 +135,10 @@ class Lexer {
       } else if (std::isdigit(static_cast<unsigned char>(c))) {
         const size_t start = pos_;
         bool is_float = false;
-        while (pos_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[pos_])) ||
-                                    s_[pos_] == '_' ||
-                                    (s_[pos_] == '.' && !is_float && pos_ + 1 < s_.size() &&
-                                     std::isdigit(static_cast<unsigned char>(s_[pos_ + 1]))))) {
+        while (pos_ < s_.size() &&
+               (std::isdigit(static_cast<unsigned char>(s_[pos_])) || s_[pos_] == '_' ||
+                (s_[pos_] == '.' && !is_float && pos_ + 1 < s_.size() &&
+                 std::isdigit(static_cast<unsigned char>(s_[pos_ + 1]))))) {
           if (s_[pos_] == '.') is_float = true;
           ++pos_;
         }
@@ -168,14 +171,30 @@ class Lexer {
       if (c == '\\' && pos_ < s_.size()) {
         const char e = s_[pos_++];
         switch (e) {
-          case 'n': c = '\n'; break;
-          case 't': c = '\t'; break;
-          case 'r': c = '\r'; break;
-          case 'b': c = '\b'; break;
-          case 'f': c = '\f'; break;
-          case '\\': c = '\\'; break;
-          case '\'': c = '\''; break;
-          case '"': c = '"'; break;
+          case 'n':
+            c = '\n';
+            break;
+          case 't':
+            c = '\t';
+            break;
+          case 'r':
+            c = '\r';
+            break;
+          case 'b':
+            c = '\b';
+            break;
+          case 'f':
+            c = '\f';
+            break;
+          case '\\':
+            c = '\\';
+            break;
+          case '\'':
+            c = '\'';
+            break;
+          case '"':
+            c = '"';
+            break;
           default:
             value += '\\';
             c = e;

@@ -10,15 +10,15 @@ namespace handoff::text::jinja {
 
 enum class TokenType {
   kText,
-  kOpenExpr,    // {{
-  kCloseExpr,   // }}
-  kOpenStmt,    // {%
-  kCloseStmt,   // %}
+  kOpenExpr,   // {{
+  kCloseExpr,  // }}
+  kOpenStmt,   // {%
+  kCloseStmt,  // %}
   kName,
   kString,
   kInt,
   kFloat,
-  kOperator,    // + - * / // % ~ == != < > <= >= = . , : | ( ) [ ] { }
+  kOperator,  // + - * / // % ~ == != < > <= >= = . , : | ( ) [ ] { }
   kEnd,
 };
 

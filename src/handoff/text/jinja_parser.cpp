@@ -18,9 +18,7 @@ class Parser {
   }
 
  private:
-  const Token& peek(size_t ahead = 0) const {
-    return t_[std::min(pos_ + ahead, t_.size() - 1)];
-  }
+  const Token& peek(size_t ahead = 0) const { return t_[std::min(pos_ + ahead, t_.size() - 1)]; }
   const Token& next() { return t_[std::min(pos_++, t_.size() - 1)]; }
   bool is_op(const char* op, size_t ahead = 0) const {
     return peek(ahead).type == TokenType::kOperator && peek(ahead).text == op;
@@ -245,8 +243,8 @@ class Parser {
     while (true) {
       std::string op;
       if (peek().type == TokenType::kOperator &&
-          (peek().text == "==" || peek().text == "!=" || peek().text == "<" ||
-           peek().text == ">" || peek().text == "<=" || peek().text == ">=")) {
+          (peek().text == "==" || peek().text == "!=" || peek().text == "<" || peek().text == ">" ||
+           peek().text == "<=" || peek().text == ">=")) {
         op = next().text;
       } else if (is_name("in")) {
         ++pos_;

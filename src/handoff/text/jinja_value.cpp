@@ -1,7 +1,8 @@
 #include "handoff/text/jinja_value.h"
 
-#include <cmath>
 #include <fmt/format.h>
+
+#include <cmath>
 
 namespace handoff::text::jinja {
 
@@ -95,7 +96,8 @@ bool Value::truthy() const {
 namespace {
 
 std::string format_float(double d) {
-  if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e16) return fmt::format("{:.1f}", d);
+  if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 1e16)
+    return fmt::format("{:.1f}", d);
   return fmt::format("{}", d);
 }
 
@@ -156,8 +158,8 @@ std::string Value::to_json(int indent, int depth) const {
     case Kind::kFloat:
       return format_float(as_number());
     case Kind::kString:
-      return nlohmann::json(as_string()).dump(-1, ' ', false,
-                                               nlohmann::json::error_handler_t::replace);
+      return nlohmann::json(as_string())
+          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     case Kind::kList: {
       if (list().empty()) return "[]";
       std::string out = "[";

@@ -148,8 +148,8 @@ class SequencePreTokenizer : public PreTokenizer {
 }  // namespace
 
 std::unique_ptr<PreTokenizer> make_pre_tokenizer(const nlohmann::json& config) {
-  if (config.is_null()) return std::make_unique<SequencePreTokenizer>(
-      std::vector<std::unique_ptr<PreTokenizer>>{});
+  if (config.is_null())
+    return std::make_unique<SequencePreTokenizer>(std::vector<std::unique_ptr<PreTokenizer>>{});
   const std::string type = config.value("type", "");
   if (type == "Sequence") {
     std::vector<std::unique_ptr<PreTokenizer>> steps;

@@ -23,9 +23,9 @@ Regex::Regex(const std::string& pattern) : impl_(std::make_unique<Impl>()) {
   PCRE2_SIZE offset = 0;
   // MATCH_INVALID_UTF lets byte strings that are not UTF-8 through: invalid bytes simply never
   // match, so they end up in the gaps between matches instead of aborting the tokenizer.
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
-                                   PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &offset,
-                                   nullptr);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                    PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &error, &offset, nullptr);
   if (code == nullptr) {
     std::string message(256, '\0');
     pcre2_get_error_message(error, reinterpret_cast<PCRE2_UCHAR*>(message.data()), message.size());
@@ -33,7 +33,8 @@ Regex::Regex(const std::string& pattern) : impl_(std::make_unique<Impl>()) {
     fail_input("regex '{}' does not compile at offset {}: {}", pattern, offset, message);
   }
   impl_->code.reset(code);
-  pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // optional speed-up; the interpreter is the fallback
+  pcre2_jit_compile(code,
+                    PCRE2_JIT_COMPLETE);  // optional speed-up; the interpreter is the fallback
 }
 
 Regex::~Regex() = default;

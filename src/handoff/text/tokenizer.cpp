@@ -47,8 +47,7 @@ Tokenizer::Tokenizer(const nlohmann::json& tokenizer_json, const nlohmann::json&
     model_ = std::make_unique<BpeModel>(tokenizer_json.at("model"));
     id_bytes_ = model_->id_bytes();
     id_known_.assign(id_bytes_.size(), false);
-    for (size_t id = 0; id < id_bytes_.size(); ++id)
-      id_known_[id] = !id_bytes_[id].empty();
+    for (size_t id = 0; id < id_bytes_.size(); ++id) id_known_[id] = !id_bytes_[id].empty();
     std::vector<AddedToken> added;
     for (const auto& t : tokenizer_json.value("added_tokens", nlohmann::json::array())) {
       AddedToken token;
