@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 HANDOFF := $(BUILD_DIR)/bin/handoff
 DEMO_MODEL := models/default
 
-.PHONY: deps configure build demo test clean
+.PHONY: deps npm-deps configure build demo test clean
 
 deps:
 	@./scripts/install_deps.sh
@@ -21,7 +21,11 @@ $(DEMO_MODEL)/config.json: | build
 demo: build $(DEMO_MODEL)/config.json
 	$(HANDOFF) generate --model $(DEMO_MODEL) --prompt-ids 1,2,3,4,5,6,7,8 --max-new-tokens 32
 
-test: build
+# The text-module tests compare against JavaScript references installed from tests/package-lock.json.
+npm-deps:
+	@./scripts/install_npm_deps.sh
+
+test: build npm-deps
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 clean:

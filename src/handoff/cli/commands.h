@@ -7,5 +7,7 @@ namespace handoff::cli {
 void add_generate_command(CLI::App& app);
 void add_make_model_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+void add_render_chat_command(CLI::App& app);
 
 }  // namespace handoff::cli

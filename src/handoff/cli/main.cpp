@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   handoff::cli::add_generate_command(app);
   handoff::cli::add_make_model_command(app);
   handoff::cli::add_plan_command(app);
+  handoff::cli::add_tokenize_command(app);
+  handoff::cli::add_render_chat_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
