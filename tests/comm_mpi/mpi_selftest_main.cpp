@@ -114,8 +114,8 @@ void run_collectives(Communicator& c) {
     }
   }
   c.barrier(Group::kWorld);
-  const CallStats& sends = c.counts().count({"stage exit", Op::kSend, Group::kWorld})
-                               ? c.counts().at({"stage exit", Op::kSend, Group::kWorld})
+  const CallStats& sends = c.counts().count({"stage exit", Op::kSend, Group::kPp})
+                               ? c.counts().at({"stage exit", Op::kSend, Group::kPp})
                                : CallStats{};
   check(sends.calls == (t.pp_rank() + 1 < t.pp ? 2 : 0), "send count");
   check(sends.bytes == sends.calls * 33 * 4, "send bytes");
