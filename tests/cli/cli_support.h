@@ -12,8 +12,8 @@ struct CommandResult {
   std::string output;
 };
 
-inline CommandResult run_handoff(const std::string& args) {
-  const std::string command = std::string(HANDOFF_BINARY) + " " + args + " 2>&1";
+inline CommandResult run_command(const std::string& command_line) {
+  const std::string command = command_line + " 2>&1";
   CommandResult result;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return result;
@@ -22,6 +22,10 @@ inline CommandResult run_handoff(const std::string& args) {
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+inline CommandResult run_handoff(const std::string& args) {
+  return run_command(std::string(HANDOFF_BINARY) + " " + args);
 }
 
 }  // namespace handoff::testing

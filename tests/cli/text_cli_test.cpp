@@ -10,22 +10,22 @@ namespace {
 TEST(TokenizeCli, EncodesAndDecodesJsonLines) {
   if (!require_node_modules()) return;
   const std::string model = deepseek_v3_dir().string();
-  const auto encoded = run_command("printf '%s\\n' '{\"text\": \"Hello, my dog is cute\"}' | " +
+  const auto encoded = command_stdout("printf '%s\\n' '{\"text\": \"Hello, my dog is cute\"}' | " +
                                    std::string(HANDOFF_BINARY) + " tokenize --model " + model);
   EXPECT_EQ(encoded, "{\"ids\":[0,19923,14,1026,6397,344,33125]}\n");
   const auto plain =
-      run_command("printf '%s\\n' '{\"text\": \"Hello\"}' | " + std::string(HANDOFF_BINARY) +
+      command_stdout("printf '%s\\n' '{\"text\": \"Hello\"}' | " + std::string(HANDOFF_BINARY) +
                   " tokenize --no-special --tokenizer " + model);
   EXPECT_EQ(plain.find("[0,"), std::string::npos);
   const auto decoded =
-      run_command("printf '%s\\n' '{\"ids\": [0,19923,14,1026,6397,344,33125]}' | " +
+      command_stdout("printf '%s\\n' '{\"ids\": [0,19923,14,1026,6397,344,33125]}' | " +
                   std::string(HANDOFF_BINARY) + " tokenize --decode --model " + model);
   EXPECT_EQ(decoded, "{\"text\":\"<｜begin▁of▁sentence｜>Hello, my dog is cute\"}\n");
 }
 
 TEST(RenderChatCli, RendersDeepSeekTemplate) {
   if (!require_node_modules()) return;
-  const auto out = run_command(
+  const auto out = command_stdout(
       "printf '%s' '{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], "
       "\"add_generation_prompt\": true}' | " +
       std::string(HANDOFF_BINARY) + " render-chat --model " + deepseek_v3_dir().string());

@@ -11,7 +11,7 @@ namespace {
 using handoff::testing::read_file;
 using handoff::testing::read_json_lines;
 using handoff::testing::require_node_modules;
-using handoff::testing::run_command;
+using handoff::testing::command_stdout;
 using handoff::testing::tests_dir;
 
 // Renders every conversation with the template of `model_dir` in C++ and in JavaScript.
@@ -21,7 +21,7 @@ void expect_matches_reference(const std::filesystem::path& model_dir) {
   const auto conversations = read_json_lines(read_file(conversations_path));
   ASSERT_GE(conversations.size(), 20u);
   const auto reference =
-      read_json_lines(run_command("node " + (tests_dir() / "tools/render_reference.mjs").string() +
+      read_json_lines(command_stdout("node " + (tests_dir() / "tools/render_reference.mjs").string() +
                                   " " + model_dir.string() + " " + conversations_path.string()));
   ASSERT_EQ(reference.size(), conversations.size());
   const auto chat_template = ChatTemplate::load(model_dir.string());

@@ -33,7 +33,7 @@ inline bool require_node_modules() {
 }
 
 // Runs a shell command and returns its stdout; fails the test on a non-zero exit status.
-inline std::string run_command(const std::string& command) {
+inline std::string command_stdout(const std::string& command) {
   std::string output;
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) {

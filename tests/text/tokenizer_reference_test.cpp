@@ -12,7 +12,7 @@ using handoff::testing::deepseek_v3_dir;
 using handoff::testing::read_file;
 using handoff::testing::read_json_lines;
 using handoff::testing::require_node_modules;
-using handoff::testing::run_command;
+using handoff::testing::command_stdout;
 using handoff::testing::tests_dir;
 
 TEST(TokenizerReference, CorpusIdsMatchJavaScriptAndRoundTrip) {
@@ -21,7 +21,7 @@ TEST(TokenizerReference, CorpusIdsMatchJavaScriptAndRoundTrip) {
   const auto corpus = read_json_lines(read_file(corpus_path));
   ASSERT_GE(corpus.size(), 2000u);
   const auto reference = read_json_lines(
-      run_command("node " + (tests_dir() / "tools/tokenize_reference.mjs").string() + " " +
+      command_stdout("node " + (tests_dir() / "tools/tokenize_reference.mjs").string() + " " +
                   corpus_path.string()));
   ASSERT_EQ(reference.size(), corpus.size());
 

@@ -1,6 +1,7 @@
 #include "handoff/runtime/rank_launcher.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -53,16 +54,20 @@ void run_ranks(Backend backend, int tp, int pp, std::chrono::milliseconds timeou
     run_local(tp, pp, timeout, body);
     return;
   }
-  auto comm = comm::make_mpi_communicator(tp, pp, timeout);
-  try {
-    body(*comm);
-  } catch (const comm::CommError&) {
-    throw;
-  } catch (const std::exception& e) {
-    comm->abort(e.what());  // stops every rank of the job; does not return
-    throw;
+  // Processes on one host share its cores like local ranks do.
+  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local != nullptr)
+    tensor::set_num_threads(std::max(1, tensor::num_threads() / std::max(1, std::atoi(local))));
+  {
+    auto comm = comm::make_mpi_communicator(tp, pp, timeout);
+    try {
+      body(*comm);
+      comm->barrier(comm::Group::kWorld);
+    } catch (const std::exception& e) {
+      comm->abort(e.what());  // stops every rank of the job; does not return
+      throw;
+    }
   }
-  comm->barrier(comm::Group::kWorld);
+  comm::finalize_mpi();  // after the communicator released its MPI handles
 }
 
 }  // namespace handoff::runtime
