@@ -1,6 +1,9 @@
 #pragma once
 // Runs the built `handoff` binary and captures its exit status and combined output.
+#include <algorithm>
 #include <array>
+#include <cmath>
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <string>
 #include <sys/wait.h>
@@ -22,6 +25,16 @@ inline CommandResult run_command(const std::string& command_line) {
   const int status = pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+// The largest absolute difference between two equally shaped JSON number arrays (any depth);
+// infinity when the shapes differ.
+inline double json_max_diff(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.is_number() && b.is_number()) return std::fabs(a.get<double>() - b.get<double>());
+  if (!a.is_array() || !b.is_array() || a.size() != b.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, json_max_diff(a[i], b[i]));
+  return worst;
 }
 
 inline CommandResult run_handoff(const std::string& args) {

@@ -14,14 +14,6 @@ namespace {
 
 const std::string kCase = std::string(HANDOFF_TEST_DATA) + "/golden/glm5_tiny_sparse";
 
-double max_diff(const nlohmann::json& a, const nlohmann::json& b) {
-  if (a.is_number()) return std::fabs(a.get<double>() - b.get<double>());
-  if (!a.is_array() || !b.is_array() || a.size() != b.size()) return INFINITY;
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, max_diff(a[i], b[i]));
-  return worst;
-}
-
 TEST(GenerateCli, DumpMatchesGoldenFieldByField) {
   const auto tmp = std::filesystem::temp_directory_path() / "handoff_generate_cli_test";
   std::filesystem::create_directories(tmp);
@@ -41,7 +33,7 @@ TEST(GenerateCli, DumpMatchesGoldenFieldByField) {
                               "indexer_topk_prefill", "indexer_topk_decode", "moe_experts_prefill"})
       EXPECT_EQ(o[exact], g[exact]) << exact << " of prompt " << p;
     for (const char* close : {"prefill_logits", "prefill_last_logits", "decode_logits"})
-      EXPECT_LE(max_diff(o[close], g[close]), 1e-4) << close << " of prompt " << p;
+      EXPECT_LE(json_max_diff(o[close], g[close]), 1e-4) << close << " of prompt " << p;
   }
   std::filesystem::remove_all(tmp);
 }

@@ -72,14 +72,6 @@ TEST(ParallelCli, PlanJsonHasTheDocumentedShape) {
   EXPECT_NE(guard.output.find("requested but inactive"), std::string::npos) << guard.output;
 }
 
-double max_diff(const nlohmann::json& a, const nlohmann::json& b) {
-  if (a.is_number()) return std::fabs(a.get<double>() - b.get<double>());
-  if (!a.is_array() || !b.is_array() || a.size() != b.size()) return INFINITY;
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, max_diff(a[i], b[i]));
-  return worst;
-}
-
 TEST(ParallelCli, MpiBackendMatchesLocalBackend) {
   const auto dir = std::filesystem::temp_directory_path() / "handoff_mpi_cli_test";
   std::filesystem::create_directories(dir);
@@ -93,8 +85,8 @@ TEST(ParallelCli, MpiBackendMatchesLocalBackend) {
   const auto a = nlohmann::json::parse(std::ifstream(dir / "local.json"))["prompts"][0];
   const auto b = nlohmann::json::parse(std::ifstream(dir / "mpi.json"))["prompts"][0];
   EXPECT_EQ(a["greedy_tokens"], b["greedy_tokens"]);
-  EXPECT_LE(max_diff(a["prefill_logits"], b["prefill_logits"]), 1e-5);
-  EXPECT_LE(max_diff(a["decode_logits"], b["decode_logits"]), 1e-5);
+  EXPECT_LE(json_max_diff(a["prefill_logits"], b["prefill_logits"]), 1e-5);
+  EXPECT_LE(json_max_diff(a["decode_logits"], b["decode_logits"]), 1e-5);
   // A rank failing under MPI stops the whole job with its name.
   const auto failing = run_command(std::string(HANDOFF_MPIRUN) + " -np 4 " + HANDOFF_BINARY + " " +
                                    kGen + flags + "--comm mpi --fail-rank 2 --fail-at-step 1");
