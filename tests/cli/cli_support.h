@@ -1,12 +1,13 @@
 #pragma once
 // Runs the built `handoff` binary and captures its exit status and combined output.
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
-#include <sys/wait.h>
 
 namespace handoff::testing {
 

@@ -15,7 +15,8 @@ namespace handoff::testing {
 namespace {
 
 const std::string kModel = std::string(HANDOFF_TEST_DATA) + "/golden/dsv32_small_bf16";
-const std::string kGen = "generate --model " + kModel + " --prompt-ids 3,1,4,1,5,9,2,6 --max-new-tokens 4 --dtype f32 ";
+const std::string kGen =
+    "generate --model " + kModel + " --prompt-ids 3,1,4,1,5,9,2,6 --max-new-tokens 4 --dtype f32 ";
 
 TEST(ParallelCli, FlagsThatDoNotApplyAreErrors) {
   struct Case {
@@ -42,7 +43,8 @@ TEST(ParallelCli, FlagsThatDoNotApplyAreErrors) {
 
 TEST(ParallelCli, FailingRankStopsEveryRankWithItsName) {
   const auto start = std::chrono::steady_clock::now();
-  const auto r = run_handoff(kGen + "--tp 2 --pp 2 --sp on --comm-timeout 20 --fail-rank 1 --fail-at-step 2");
+  const auto r =
+      run_handoff(kGen + "--tp 2 --pp 2 --sp on --comm-timeout 20 --fail-rank 1 --fail-at-step 2");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(r.exit_code, 0) << r.output;
@@ -70,6 +72,33 @@ TEST(ParallelCli, PlanJsonHasTheDocumentedShape) {
   const auto guard = run_handoff("plan --config " + kModel +
                                  "/config.json --tp 2 --pp 2 --sp on --pp-sp-policy guard");
   EXPECT_NE(guard.output.find("requested but inactive"), std::string::npos) << guard.output;
+}
+
+// One prefill step of 8 tokens: the measured report equals the plan, per stage and in total.
+TEST(ParallelCli, CommReportOfAPrefillEqualsThePlan) {
+  const auto dir = std::filesystem::temp_directory_path() / "handoff_comm_report_test";
+  std::filesystem::create_directories(dir);
+  const std::string report = (dir / "report.json").string();
+  const std::string layout = "--tp 2 --pp 3 --sp on --pp-boundary shard ";
+  const auto run = run_handoff("generate --model " + kModel +
+                               " --prompt-ids 3,1,4,1,5,9,2,6 --max-new-tokens 0 --dtype f32 " +
+                               layout + "--comm-report " + report);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto plan = run_handoff("plan --model " + kModel + " --tokens 8 --json " + layout);
+  ASSERT_EQ(plan.exit_code, 0) << plan.output;
+  const auto measured = nlohmann::json::parse(std::ifstream(report));
+  const auto planned = nlohmann::json::parse(plan.output);
+  EXPECT_EQ(measured["totals"], planned["totals"]);
+  for (size_t s = 0; s < planned["stages"].size(); ++s)
+    for (size_t l = 0; l < planned["stages"][s]["layers"].size(); ++l) {
+      int64_t planned_bytes = 0, measured_bytes = 0;
+      for (const auto& c : planned["stages"][s]["layers"][l]["collectives"])
+        planned_bytes += c["bytes"].get<int64_t>();
+      for (const auto& c : measured["stages"][s]["layers"][l]["collectives"])
+        measured_bytes += c["bytes"].get<int64_t>();
+      EXPECT_EQ(measured_bytes, planned_bytes) << "stage " << s << " layer " << l;
+    }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ParallelCli, MpiBackendMatchesLocalBackend) {

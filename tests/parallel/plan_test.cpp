@@ -1,11 +1,12 @@
 // make_plan on real configs: stage split, layouts, the token-count contract, and layouts that
 // cannot run.
+#include "handoff/parallel/plan.h"
+
 #include <gtest/gtest.h>
 
 #include "handoff/error.h"
 #include "handoff/model/config.h"
 #include "handoff/parallel/comm_prediction.h"
-#include "handoff/parallel/plan.h"
 
 namespace handoff::parallel {
 namespace {
@@ -56,7 +57,7 @@ TEST(Plan, GuardKeepsSpOffButSpRequested) {
 }
 
 TEST(Plan, LayoutsThatCannotRunAreErrors) {
-  const auto config = golden_config("dsv32_tiny_sparse");  // 4 heads, 4 layers, 8 experts
+  const auto config = golden_config("dsv32_tiny_sparse");          // 4 heads, 4 layers, 8 experts
   EXPECT_THROW(make_plan(config, opts(3, 1, false)), InputError);  // 3 does not divide 4 heads
   EXPECT_THROW(make_plan(config, opts(8, 1, false)), InputError);
   EXPECT_THROW(make_plan(config, opts(1, 5, false)), InputError);  // more stages than layers

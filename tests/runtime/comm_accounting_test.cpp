@@ -33,14 +33,16 @@ TEST_P(CommAccounting, MeasuredEqualsPlanForEveryRankAndLayer) {
       if (n < 1) continue;
       SCOPED_TRACE(name + " n " + std::to_string(n));
       std::vector<int32_t> prompt(static_cast<size_t>(n));
-      for (int64_t i = 0; i < n; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 37 + 5) % 256);
+      for (int64_t i = 0; i < n; ++i)
+        prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 37 + 5) % 256);
       const auto m = measure_prefill_step(golden_dir(name), o, prompt);
       const int64_t s = (n + tp - 1) / tp;
       const int64_t h = config.hidden_size;
       for (int rank = 0; rank < tp * o.pp; ++rank) {
         const int stage = rank / tp;
         const auto& measured = m.counts[static_cast<size_t>(rank)];
-        EXPECT_EQ(measured, parallel::predicted_counts(plan, config, stage, n, 1)) << "rank " << rank;
+        EXPECT_EQ(measured, parallel::predicted_counts(plan, config, stage, n, 1))
+            << "rank " << rank;
         const auto& sp = plan.stages[static_cast<size_t>(stage)];
         for (const auto& lp : sp.layers) {
           const std::string scope = parallel::layer_scope(lp.index);

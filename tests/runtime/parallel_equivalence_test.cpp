@@ -31,7 +31,8 @@ const engine::GenerationResult& baseline(const std::string& name, size_t prompt)
   return it->second;
 }
 
-double max_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b) {
+double max_diff(const std::vector<std::vector<float>>& a,
+                const std::vector<std::vector<float>>& b) {
   if (a.size() != b.size()) return INFINITY;
   double worst = 0;
   for (size_t r = 0; r < a.size(); ++r) {

@@ -17,7 +17,8 @@ std::vector<MatrixEntry> parallel_matrix() {
       for (bool sp : {false, true}) {
         if (sp && tp == 1) continue;
         const bool knobs = sp && pp > 1;
-        for (auto boundary : {parallel::BoundaryContract::kFull, parallel::BoundaryContract::kShard})
+        for (auto boundary :
+             {parallel::BoundaryContract::kFull, parallel::BoundaryContract::kShard})
           for (auto policy : {parallel::SpPolicy::kKeep, parallel::SpPolicy::kGuard}) {
             if (!knobs && (boundary != parallel::BoundaryContract::kFull ||
                            policy != parallel::SpPolicy::kKeep))
@@ -76,30 +77,31 @@ StepMeasurement measure_prefill_step(const std::string& model_dir,
   m.rows_sent.assign(static_cast<size_t>(ranks), 0);
   m.rows_received.assign(static_cast<size_t>(ranks), 0);
   std::mutex mutex;
-  runtime::run_ranks(
-      runtime::Backend::kLocal, options.tp, options.pp, std::chrono::seconds(60),
-      [&](comm::Communicator& comm) {
-        model::LoadOptions load;
-        load.dtype = tensor::DType::kF32;
-        load.parallel = options;
-        load.comm = &comm;
-        auto model = model::Model::load(model_dir, load);
-        const auto n = static_cast<int64_t>(prompt.size());
-        cache::BlockManager blocks((n + 3) / 4, 4);
-        cache::PagedCache cache(model->cache_shape((n + 3) / 4, 4));
-        cache::BlockTable table;
-        blocks.reserve(table, n);
-        comm.reset_counts();
-        model->forward({model::SequenceChunk{prompt, 0, &table, false}}, cache);
-        const int64_t row_bytes = 2 * model->config().hidden_size * 4;
-        std::lock_guard lock(mutex);
-        const auto rank = static_cast<size_t>(comm.topology().rank);
-        m.counts[rank] = comm.counts();
-        for (const auto& [key, stats] : comm.counts()) {
-          if (std::get<1>(key) == comm::Op::kSend) m.rows_sent[rank] += stats.bytes / row_bytes;
-          if (std::get<1>(key) == comm::Op::kRecv) m.rows_received[rank] += stats.bytes / row_bytes;
-        }
-      });
+  runtime::run_ranks(runtime::Backend::kLocal, options.tp, options.pp, std::chrono::seconds(60),
+                     [&](comm::Communicator& comm) {
+                       model::LoadOptions load;
+                       load.dtype = tensor::DType::kF32;
+                       load.parallel = options;
+                       load.comm = &comm;
+                       auto model = model::Model::load(model_dir, load);
+                       const auto n = static_cast<int64_t>(prompt.size());
+                       cache::BlockManager blocks((n + 3) / 4, 4);
+                       cache::PagedCache cache(model->cache_shape((n + 3) / 4, 4));
+                       cache::BlockTable table;
+                       blocks.reserve(table, n);
+                       comm.reset_counts();
+                       model->forward({model::SequenceChunk{prompt, 0, &table, false}}, cache);
+                       const int64_t row_bytes = 2 * model->config().hidden_size * 4;
+                       std::lock_guard lock(mutex);
+                       const auto rank = static_cast<size_t>(comm.topology().rank);
+                       m.counts[rank] = comm.counts();
+                       for (const auto& [key, stats] : comm.counts()) {
+                         if (std::get<1>(key) == comm::Op::kSend)
+                           m.rows_sent[rank] += stats.bytes / row_bytes;
+                         if (std::get<1>(key) == comm::Op::kRecv)
+                           m.rows_received[rank] += stats.bytes / row_bytes;
+                       }
+                     });
   return m;
 }
 

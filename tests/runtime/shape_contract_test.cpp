@@ -35,7 +35,8 @@ std::string family_model(const std::string& family) {
 TEST(ShapeContract, RowsSentReceivedAndProfiledFollowTheContract) {
   for (const std::string family : {"deepseek_v32", "glm_moe_dsa", "deepseek_v3"})
     for (int tp : {1, 2, 4})
-      for (auto boundary : {parallel::BoundaryContract::kFull, parallel::BoundaryContract::kShard}) {
+      for (auto boundary :
+           {parallel::BoundaryContract::kFull, parallel::BoundaryContract::kShard}) {
         if (tp == 1 && boundary == parallel::BoundaryContract::kShard) continue;
         parallel::ParallelOptions o;
         o.tp = tp;
@@ -48,31 +49,35 @@ TEST(ShapeContract, RowsSentReceivedAndProfiledFollowTheContract) {
         std::vector<std::string> failures;
         runtime::run_ranks(runtime::Backend::kLocal, tp, 2, std::chrono::seconds(60),
                            [&](comm::Communicator& comm) {
-          model::LoadOptions load;
-          load.dtype = tensor::DType::kF32;
-          load.parallel = o;
-          load.comm = &comm;
-          auto m = model::Model::load(dir, load);
-          cache::BlockManager blocks(10, 4);
-          cache::PagedCache cache(m->cache_shape(10, 4));
-          for (int64_t n = 1; n <= 40; ++n) {
-            const int64_t want = parallel::pp_intermediate_token_count(plan, n);
-            std::vector<int32_t> tokens(static_cast<size_t>(n), 7);
-            cache::BlockTable table;
-            blocks.reserve(table, n);
-            m->forward({model::SequenceChunk{tokens, 0, &table, false}}, cache);
-            blocks.release(table);
-            const int64_t moved = m->is_first_stage() ? m->last_rows_sent() : m->last_rows_received();
-            m->profile_run(n);
-            const int64_t profiled = m->is_first_stage() ? m->last_rows_sent() : m->last_rows_received();
-            if (moved != want || profiled != want) {
-              std::lock_guard lock(mutex);
-              failures.push_back(fmt::format("{} tp {} {} n {} rank {}: contract {} moved {} profiled {}",
-                                             family, tp, parallel::contract_name(boundary), n,
-                                             comm.topology().rank, want, moved, profiled));
-            }
-          }
-        });
+                             model::LoadOptions load;
+                             load.dtype = tensor::DType::kF32;
+                             load.parallel = o;
+                             load.comm = &comm;
+                             auto m = model::Model::load(dir, load);
+                             cache::BlockManager blocks(10, 4);
+                             cache::PagedCache cache(m->cache_shape(10, 4));
+                             for (int64_t n = 1; n <= 40; ++n) {
+                               const int64_t want = parallel::pp_intermediate_token_count(plan, n);
+                               std::vector<int32_t> tokens(static_cast<size_t>(n), 7);
+                               cache::BlockTable table;
+                               blocks.reserve(table, n);
+                               m->forward({model::SequenceChunk{tokens, 0, &table, false}}, cache);
+                               blocks.release(table);
+                               const int64_t moved = m->is_first_stage() ? m->last_rows_sent()
+                                                                         : m->last_rows_received();
+                               m->profile_run(n);
+                               const int64_t profiled = m->is_first_stage()
+                                                            ? m->last_rows_sent()
+                                                            : m->last_rows_received();
+                               if (moved != want || profiled != want) {
+                                 std::lock_guard lock(mutex);
+                                 failures.push_back(fmt::format(
+                                     "{} tp {} {} n {} rank {}: contract {} moved {} profiled {}",
+                                     family, tp, parallel::contract_name(boundary), n,
+                                     comm.topology().rank, want, moved, profiled));
+                               }
+                             }
+                           });
         for (const auto& f : failures) ADD_FAILURE() << f;
       }
 }

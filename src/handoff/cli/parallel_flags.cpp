@@ -38,7 +38,8 @@ parallel::ParallelOptions parallel_options(const ParallelFlags& f) {
     fail_input("--sp on needs --tp > 1: sequence parallelism shards tokens over the tp group");
   if (!f.pp_boundary.empty()) {
     if (f.pp == 1) fail_input("--pp-boundary applies only with --pp > 1");
-    if (!o.sp) fail_input("--pp-boundary applies only with --sp on (without SP every hand-off is full)");
+    if (!o.sp)
+      fail_input("--pp-boundary applies only with --sp on (without SP every hand-off is full)");
     o.boundary = f.pp_boundary == "shard" ? parallel::BoundaryContract::kShard
                                           : parallel::BoundaryContract::kFull;
   }

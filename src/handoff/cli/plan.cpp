@@ -38,7 +38,8 @@ void print_table(const nlohmann::json& j) {
              par["tp"].get<int>(), par["pp"].get<int>(), par["sp"].get<bool>() ? "on" : "off",
              par["pp_sp_policy"].get<std::string>(), par["pp_boundary"].get<std::string>(),
              j["tokens"].get<int64_t>());
-  fmt::print("gate: SP inside stages {}\n", j["gate"]["sp_inside_stages"].get<bool>() ? "ON" : "off");
+  fmt::print("gate: SP inside stages {}\n",
+             j["gate"]["sp_inside_stages"].get<bool>() ? "ON" : "off");
   int i = 1;
   for (const auto& c : j["gate"]["conditions"])
     fmt::print("  {}. {:<15} {}  {}\n", i++, c["name"].get<std::string>(),
@@ -49,7 +50,8 @@ void print_table(const nlohmann::json& j) {
   for (const auto& st : j["stages"]) {
     fmt::print("stage {}: layers [{}, {}), entry {} [{}]\n", st["stage"].get<int>(),
                st["first_layer"].get<int64_t>(), st["end_layer"].get<int64_t>(),
-               st["entry"]["layout"].get<std::string>(), collectives_text(st["entry"]["collectives"]));
+               st["entry"]["layout"].get<std::string>(),
+               collectives_text(st["entry"]["collectives"]));
     fmt::print("  {:>5} {:<5} {:<3} {:<7} {:<23} {:<5} {:<5} {}\n", "layer", "kind", "sp", "o_proj",
                "moe", "in", "out", "collectives");
     for (const auto& l : st["layers"])

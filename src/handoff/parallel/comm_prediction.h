@@ -20,8 +20,8 @@ struct PlannedCall {
 
 // The collectives a rank of `stage` runs in one step of `n` tokens of which `logit_rows` need
 // logits, in program order.
-std::vector<PlannedCall> predict_step(const Plan& plan, const model::ModelConfig& config,
-                                      int stage, int64_t n, int64_t logit_rows);
+std::vector<PlannedCall> predict_step(const Plan& plan, const model::ModelConfig& config, int stage,
+                                      int64_t n, int64_t logit_rows);
 
 // The same, summed per (scope, op, group), in the Communicator's counting format.
 comm::CommCounts predicted_counts(const Plan& plan, const model::ModelConfig& config, int stage,

@@ -15,10 +15,14 @@ std::string_view contract_name(BoundaryContract c) {
 std::string_view layout_name(Layout l) { return l == Layout::kFull ? "full" : "shard"; }
 std::string_view moe_mode_name(MoeMode m) {
   switch (m) {
-    case MoeMode::kDense: return "dense_mlp";
-    case MoeMode::kReplicated: return "replicated_all_reduce";
-    case MoeMode::kChunked: return "chunked_expert_parallel";
-    case MoeMode::kSequenceParallel: return "sequence_parallel";
+    case MoeMode::kDense:
+      return "dense_mlp";
+    case MoeMode::kReplicated:
+      return "replicated_all_reduce";
+    case MoeMode::kChunked:
+      return "chunked_expert_parallel";
+    case MoeMode::kSequenceParallel:
+      return "sequence_parallel";
   }
   return "?";
 }
@@ -69,10 +73,10 @@ LayerPlan plan_layer(const Gate& gate, const GateInputs& in, int64_t index, bool
   lp.moe = moe;
   lp.sp = gate.sp_inside_stages && moe;
   lp.o_proj_reduce = !lp.sp && in.tp_above_one;
-  lp.moe_mode = !moe                                    ? MoeMode::kDense
-                : lp.sp                                 ? MoeMode::kSequenceParallel
+  lp.moe_mode = !moe                                   ? MoeMode::kDense
+                : lp.sp                                ? MoeMode::kSequenceParallel
                 : (in.sp_requested && in.tp_above_one) ? MoeMode::kChunked
-                                                        : MoeMode::kReplicated;
+                                                       : MoeMode::kReplicated;
   lp.input_layout = lp.sp ? incoming : Layout::kFull;
   lp.output_layout = lp.sp ? Layout::kShard : Layout::kFull;
   return lp;
@@ -86,8 +90,7 @@ void check_divides(int tp, int64_t value, const char* what) {
 
 std::vector<int64_t> stage_sizes(const model::ModelConfig& config, const ParallelOptions& o) {
   const int64_t layers = config.num_hidden_layers;
-  if (o.pp > layers)
-    fail_input("pp = {} stages but the model has only {} layers", o.pp, layers);
+  if (o.pp > layers) fail_input("pp = {} stages but the model has only {} layers", o.pp, layers);
   if (!o.pp_layers.empty()) {
     if (static_cast<int>(o.pp_layers.size()) != o.pp)
       fail_input("--pp-layers lists {} stages but pp = {}", o.pp_layers.size(), o.pp);

@@ -33,7 +33,9 @@ json gate_json(const Gate& gate) {
 json skeleton(const Plan& plan) {
   json out;
   const auto& o = plan.options;
-  out["parallel"] = {{"tp", o.tp}, {"pp", o.pp}, {"sp", o.sp},
+  out["parallel"] = {{"tp", o.tp},
+                     {"pp", o.pp},
+                     {"sp", o.sp},
                      {"pp_sp_policy", policy_name(o.policy)},
                      {"pp_boundary", contract_name(o.boundary)}};
   out["gate"] = gate_json(plan.gate);
@@ -41,15 +43,17 @@ json skeleton(const Plan& plan) {
     out["warning"] = "sequence parallelism is requested but inactive: a gate condition fails";
   out["stages"] = json::array();
   for (const StagePlan& st : plan.stages) {
-    json stage = {{"stage", st.stage},
-                  {"first_layer", st.first_layer},
-                  {"end_layer", st.end_layer},
-                  {"entry", {{"layout", layout_name(st.entry_layout)}, {"collectives", json::array()}}},
-                  {"layers", json::array()}};
+    json stage = {
+        {"stage", st.stage},
+        {"first_layer", st.first_layer},
+        {"end_layer", st.end_layer},
+        {"entry", {{"layout", layout_name(st.entry_layout)}, {"collectives", json::array()}}},
+        {"layers", json::array()}};
     for (const LayerPlan& lp : st.layers) stage["layers"].push_back(layer_json(lp));
-    stage["exit"] = {{"contract", st.exit_contract ? json(contract_name(*st.exit_contract)) : json(nullptr)},
-                     {"layout", layout_name(st.exit_layout)},
-                     {"collectives", json::array()}};
+    stage["exit"] = {
+        {"contract", st.exit_contract ? json(contract_name(*st.exit_contract)) : json(nullptr)},
+        {"layout", layout_name(st.exit_layout)},
+        {"collectives", json::array()}};
     if (st.stage + 1 == o.pp) stage["head"] = {{"collectives", json::array()}};
     out["stages"].push_back(stage);
   }
@@ -58,7 +62,8 @@ json skeleton(const Plan& plan) {
 
 // Where a scope's collectives go in the JSON of `stage`.
 json* slot_for(json& stage, const std::string& scope, int stage_index) {
-  if (scope == embed_scope() || scope == stage_entry_scope(stage_index)) return &stage["entry"]["collectives"];
+  if (scope == embed_scope() || scope == stage_entry_scope(stage_index))
+    return &stage["entry"]["collectives"];
   if (scope == stage_exit_scope(stage_index)) return &stage["exit"]["collectives"];
   if (scope == head_scope() && stage.contains("head")) return &stage["head"]["collectives"];
   for (auto& layer : stage["layers"])
@@ -89,7 +94,8 @@ json plan_to_json(const Plan& plan, const model::ModelConfig& config, int64_t n,
   for (size_t s = 0; s < plan.stages.size(); ++s) {
     for (const PlannedCall& c : predict_step(plan, config, static_cast<int>(s), n, logit_rows)) {
       if (json* slot = slot_for(out["stages"][s], c.scope, static_cast<int>(s)))
-        slot->push_back({{"op", comm::op_name(c.op)}, {"group", comm::group_name(c.group)},
+        slot->push_back({{"op", comm::op_name(c.op)},
+                         {"group", comm::group_name(c.group)},
                          {"bytes", c.bytes}});
       auto& t = per_op[std::string(comm::op_name(c.op))];
       t.first += 1;
@@ -108,8 +114,10 @@ json report_to_json(const Plan& plan, const std::vector<comm::CommCounts>& per_s
     json other = json::array();
     for (const auto& [key, stats] : per_stage[s]) {
       const auto& [scope, op, group] = key;
-      json entry = {{"op", comm::op_name(op)}, {"group", comm::group_name(group)},
-                    {"calls", stats.calls}, {"bytes", stats.bytes}};
+      json entry = {{"op", comm::op_name(op)},
+                    {"group", comm::group_name(group)},
+                    {"calls", stats.calls},
+                    {"bytes", stats.bytes}};
       if (json* slot = slot_for(out["stages"][s], scope, static_cast<int>(s))) {
         slot->push_back(entry);
       } else {

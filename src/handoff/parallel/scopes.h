@@ -7,8 +7,12 @@
 namespace handoff::parallel {
 
 inline std::string layer_scope(int64_t layer) { return "layer " + std::to_string(layer); }
-inline std::string stage_entry_scope(int stage) { return "stage " + std::to_string(stage) + " entry"; }
-inline std::string stage_exit_scope(int stage) { return "stage " + std::to_string(stage) + " exit"; }
+inline std::string stage_entry_scope(int stage) {
+  return "stage " + std::to_string(stage) + " entry";
+}
+inline std::string stage_exit_scope(int stage) {
+  return "stage " + std::to_string(stage) + " exit";
+}
 inline const char* embed_scope() { return "embed"; }
 inline const char* head_scope() { return "head"; }
 inline const char* sample_scope() { return "sample"; }

@@ -18,8 +18,7 @@ void keep_own_rows(float* buffer, int64_t n, int64_t d, int rank, int tp) {
   copy_own_rows(buffer, n, d, rank, tp, buffer);
 }
 
-void restore_full(float* hidden, float* residual, int64_t n, int64_t d,
-                  comm::Communicator& comm) {
+void restore_full(float* hidden, float* residual, int64_t n, int64_t d, comm::Communicator& comm) {
   const int tp = comm.topology().tp;
   const int64_t s = (n + tp - 1) / tp;
   thread_local std::vector<float> packed, gathered;
@@ -32,7 +31,8 @@ void restore_full(float* hidden, float* residual, int64_t n, int64_t d,
   }
   comm.all_gather(comm::Group::kTp, packed.data(), gathered.data(), s * 2 * d);
   for (int64_t r = 0; r < n; ++r) {
-    std::memcpy(hidden + r * d, gathered.data() + r * 2 * d, static_cast<size_t>(d) * sizeof(float));
+    std::memcpy(hidden + r * d, gathered.data() + r * 2 * d,
+                static_cast<size_t>(d) * sizeof(float));
     std::memcpy(residual + r * d, gathered.data() + r * 2 * d + d,
                 static_cast<size_t>(d) * sizeof(float));
   }
