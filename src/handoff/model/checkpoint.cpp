@@ -124,6 +124,17 @@ std::vector<std::string> Checkpoint::names() const {
   return out;
 }
 
+size_t Checkpoint::stored_bytes(const std::string& name) const {
+  size_t bytes = 0;
+  for (const std::string& n : {name, name + "_scale_inv"}) {
+    const auto it = index_.find(n);
+    if (it == index_.end()) continue;
+    const TensorEntry& e = it->second->entries().at(n);
+    bytes += e.end - e.begin;
+  }
+  return bytes;
+}
+
 size_t Checkpoint::total_bytes() const {
   size_t total = 0;
   for (const auto& [name, file] : index_) {

@@ -33,6 +33,8 @@ class Checkpoint {
 
   // Progress of loading, reported on a terminal by the caller.
   size_t total_bytes() const;
+  // Bytes tensor `name` (with its scale grid, if any) occupies in its file.
+  size_t stored_bytes(const std::string& name) const;
 
  private:
   std::string dir_;

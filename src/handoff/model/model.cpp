@@ -9,6 +9,7 @@
 #include "handoff/parallel/token_layout.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace handoff::model {
 
@@ -31,7 +32,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   m->tp_rank_ = options.comm ? options.comm->topology().tp_rank() : 0;
   m->dtype_ = options.dtype;
   const Checkpoint checkpoint = Checkpoint::open(dir, c);
-  const WeightLoader weights(checkpoint, options.dtype);
+  // One progress line for a one-rank load; ranks of a parallel run each load a part.
+  std::optional<LoadProgress> progress;
+  if (tp * options.parallel.pp == 1) progress.emplace(checkpoint.total_bytes());
+  const WeightLoader weights(checkpoint, options.dtype, progress ? &*progress : nullptr);
   const int64_t vocab_part = (c.vocab_size + tp - 1) / tp;
   m->vocab_begin_ = std::min(c.vocab_size, m->tp_rank_ * vocab_part);
   m->vocab_end_ = std::min(c.vocab_size, m->vocab_begin_ + vocab_part);
@@ -43,8 +47,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
                 checkpoint.stored_dtype("model.embed_tokens.weight") == DType::kF32
             ? DType::kF32
             : DType::kBF16;
-    m->embed_ = checkpoint.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size},
-                                embed_dtype);
+    m->embed_ = weights.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size},
+                             embed_dtype);
     if (tp > 1) m->embed_ = m->embed_.slice(0, m->vocab_begin_, m->vocab_end_).contiguous();
   }
   if (m->is_last_stage()) {
@@ -61,6 +65,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   for (const parallel::LayerPlan& lp : stage.layers)
     m->layers_.emplace_back(c, weights, lp, TensorParallelRank{m->tp_rank_, tp, options.comm},
                             lp.index - stage.first_layer);
+  if (progress) progress->finish();
   log::info("loaded {} ({} layers, {}) from {}; stage {} layers [{}, {}), tp rank {} of {}",
             family_name(c.family), c.num_hidden_layers, tensor::dtype_name(options.dtype), dir,
             m->stage_, stage.first_layer, stage.end_layer, m->tp_rank_, tp);
