@@ -35,7 +35,11 @@ Engine::Engine(const EngineOptions& options, std::unique_ptr<Executor> executor,
     fail_input("max_model_len {} exceeds the cache of {} tokens", options.max_model_len,
                options.num_blocks * options.block_size);
   if (tokenizer_ != nullptr) eos_ = tokenizer_->eos_id();
-  row_.resize(static_cast<size_t>(executor_->config().vocab_size));
+  // The embedding is padded beyond the tokenizer (DeepSeek-V3: 129280 rows, 128815 ids); ids
+  // no tokenizer knows have no text, so sampling stays within the tokenizer's ids.
+  int64_t n = executor_->config().vocab_size;
+  if (tokenizer_ != nullptr) n = std::min<int64_t>(n, tokenizer_->vocab_size());
+  row_.resize(static_cast<size_t>(n));
   stats_.cache_blocks_total = options.num_blocks;
 }
 
@@ -252,7 +256,11 @@ void Engine::sample(Sequence& seq, const float* logits) {
     return;
   }
   if (seq.decoder) {
-    seq.held_text += seq.decoder->push(token);
+    try {
+      seq.held_text += seq.decoder->push(token);
+    } catch (const InputError&) {
+      // An id without text (a gap in the tokenizer's ids) adds nothing.
+    }
     size_t hold = 0;
     for (const auto& s : r.stop) {
       const size_t at = seq.held_text.find(s);
