@@ -80,7 +80,7 @@ std::unique_ptr<Engine> make_engine(int64_t num_blocks, int64_t budget = 512) {
   EngineOptions o;
   o.block_size = 4;
   o.num_blocks = num_blocks;
-  o.max_model_len = 64;
+  o.max_model_len = std::min<int64_t>(64, num_blocks * o.block_size);
   o.scheduler.max_num_batched_tokens = budget;
   auto exec = std::make_unique<LocalExecutor>(std::move(model), o.num_blocks, o.block_size, budget);
   return std::make_unique<Engine>(o, std::move(exec), nullptr);
