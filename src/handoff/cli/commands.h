@@ -9,5 +9,7 @@ void add_make_model_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_render_chat_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace handoff::cli

@@ -24,6 +24,8 @@
 #include "handoff/error.h"
 #include "handoff/model/model.h"
 #include "handoff/tensor/thread_pool.h"
+#include "handoff/text/chat_template.h"
+#include "handoff/text/tokenizer.h"
 
 namespace handoff::cli {
 namespace {
@@ -31,6 +33,8 @@ namespace {
 struct GenerateArgs {
   std::string model_dir;
   std::string prompt_ids;
+  std::string prompt_text;
+  bool chat = false;
   std::string prompts_json;
   std::string force_tokens;
   std::string dump;
@@ -92,14 +96,33 @@ std::vector<std::vector<int32_t>> read_id_lists(const std::string& path, const c
 }
 
 void run_generate(const GenerateArgs& args) {
-  if (args.prompt_ids.empty() == args.prompts_json.empty())
-    fail_input("give exactly one of --prompt-ids or --prompts-json");
+  if (static_cast<int>(!args.prompt_ids.empty()) + static_cast<int>(!args.prompts_json.empty()) +
+          static_cast<int>(!args.prompt_text.empty()) !=
+      1)
+    fail_input("give exactly one of --prompt, --prompt-ids or --prompts-json");
+  if (args.chat && args.prompt_text.empty()) fail_input("--chat needs --prompt");
+  // Text prompts go through the model folder's tokenizer (and chat template with --chat).
+  std::unique_ptr<text::Tokenizer> tokenizer;
+  std::vector<int32_t> text_ids;
+  if (!args.prompt_text.empty()) {
+    tokenizer = text::Tokenizer::load(args.model_dir);
+    if (args.chat) {
+      const auto tmpl = text::ChatTemplate::load(args.model_dir);
+      text::ChatRequest request;
+      request.messages.push_back({{"role", "user"}, {"content", args.prompt_text}});
+      request.add_generation_prompt = true;
+      text_ids = tokenizer->encode(tmpl->render(request), false);  // the template adds BOS
+    } else {
+      text_ids = tokenizer->encode(args.prompt_text, true);
+    }
+  }
   engine::validate(args.sampling);
   if (args.max_new_tokens < 0) fail_input("--max-new-tokens must be >= 0");
   if (args.threads > 0) tensor::set_num_threads(args.threads);
   std::vector<std::vector<int32_t>> prompts =
-      args.prompt_ids.empty() ? read_id_lists(args.prompts_json, "--prompts-json")
-                              : std::vector<std::vector<int32_t>>{parse_id_list(args.prompt_ids)};
+      !text_ids.empty()         ? std::vector<std::vector<int32_t>>{text_ids}
+      : args.prompt_ids.empty() ? read_id_lists(args.prompts_json, "--prompts-json")
+                                : std::vector<std::vector<int32_t>>{parse_id_list(args.prompt_ids)};
   std::vector<std::vector<int32_t>> forced;
   if (!args.force_tokens.empty()) {
     forced = read_id_lists(args.force_tokens, "--force-tokens");
@@ -178,6 +201,10 @@ void run_generate(const GenerateArgs& args) {
     const auto& r = results[i];
     fmt::print("prompt {}: {} tokens -> generated: {}\n", i, r.prompt.size(),
                fmt::join(r.generated, ","));
+    if (tokenizer) {
+      fmt::print("prompt text: {}\n", tokenizer->decode(r.prompt));
+      fmt::print("generated text: {}\n", tokenizer->decode(r.generated));
+    }
     prefill_s += r.prefill_seconds;
     decode_s += r.decode_seconds;
     prefill_tokens += static_cast<int64_t>(r.prompt.size());
@@ -206,10 +233,14 @@ void run_generate(const GenerateArgs& args) {
 
 void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
-  CLI::App* cmd = app.add_subcommand("generate", "Generate tokens from token-id prompts");
+  CLI::App* cmd = app.add_subcommand("generate", "Generate tokens from a text or token-id prompt");
   cmd->add_option("--model", args->model_dir, "Model folder (config.json + safetensors)")
       ->required();
   cmd->add_option("--prompt-ids", args->prompt_ids, "Comma-separated prompt token ids");
+  cmd->add_option("--prompt", args->prompt_text,
+                  "Text prompt (encoded with the model folder's tokenizer, BOS added)");
+  cmd->add_flag("--chat", args->chat,
+                "Render --prompt as one user message through the chat template");
   cmd->add_option("--prompts-json", args->prompts_json, "JSON list of token-id lists");
   cmd->add_option("--max-new-tokens", args->max_new_tokens, "Tokens to generate per prompt");
   cmd->add_option("--temperature", args->sampling.temperature, "0 = greedy");

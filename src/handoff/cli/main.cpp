@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   handoff::cli::add_plan_command(app);
   handoff::cli::add_tokenize_command(app);
   handoff::cli::add_render_chat_command(app);
+  handoff::cli::add_serve_command(app);
+  handoff::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

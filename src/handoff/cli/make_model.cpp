@@ -1,12 +1,14 @@
 // `handoff make-model`: writes a random-weight checkpoint of a preset size.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "handoff/cli/commands.h"
 #include "handoff/error.h"
 #include "handoff/model/model_maker.h"
+#include "handoff/text/tokenizer.h"
 
 namespace handoff::cli {
 namespace {
@@ -18,7 +20,13 @@ struct MakeModelFlags {
   std::string dtype = "bf16";
   std::string out;
   size_t max_shard_mb = 2048;
+  std::string tokenizer_from;
 };
+
+// The files of a HuggingFace tokenizer a model folder carries.
+constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json",
+                                           "chat_template.jinja", "special_tokens_map.json",
+                                           "generation_config.json"};
 
 void run_make_model(const MakeModelFlags& flags) {
   model::MakeModelOptions options;
@@ -30,7 +38,25 @@ void run_make_model(const MakeModelFlags& flags) {
   options.out_dir = flags.out;
   if (flags.max_shard_mb == 0) fail_input("--max-shard-mb must be positive");
   options.max_shard_bytes = flags.max_shard_mb << 20;
+  // Check the tokenizer before writing anything: every id must be a row of the embedding.
+  if (!flags.tokenizer_from.empty()) {
+    const auto tok = text::Tokenizer::load(flags.tokenizer_from);
+    if (tok->vocab_size() > options.config.vocab_size)
+      fail_input(
+          "--tokenizer-from {}: the tokenizer's highest id is {} but the model's vocab_size is {} "
+          "(choose a preset whose vocabulary covers it, e.g. small-text or demo)",
+          flags.tokenizer_from, tok->vocab_size() - 1, options.config.vocab_size);
+  }
   const model::MakeModelResult r = model::make_model(options);
+  if (!flags.tokenizer_from.empty()) {
+    namespace fs = std::filesystem;
+    for (const char* name : kTokenizerFiles) {
+      const fs::path src = fs::path(flags.tokenizer_from) / name;
+      if (!fs::exists(src)) continue;
+      fs::copy_file(src, fs::path(flags.out) / name, fs::copy_options::overwrite_existing);
+    }
+    fmt::print("copied the tokenizer from {}\n", flags.tokenizer_from);
+  }
   fmt::print(
       "wrote {}: {} preset '{}', {}, seed {}\n"
       "  {} tensors, {:.3f} GB in {} file(s), {:.2f} s\n"
@@ -51,7 +77,7 @@ void add_make_model_command(CLI::App& app) {
       "must be missing, empty, or hold only a previous model, which is replaced.");
   cmd->add_option("--family", flags->family, "glm_moe_dsa | deepseek_v32 | deepseek_v3")
       ->capture_default_str();
-  cmd->add_option("--preset", flags->preset, "tiny | demo | bench-moe")->required();
+  cmd->add_option("--preset", flags->preset, "tiny | small-text | demo | bench-moe")->required();
   cmd->add_option("--seed", flags->seed, "RNG seed")->capture_default_str();
   cmd->add_option("--dtype", flags->dtype, "f32 | bf16 (the router bias is always f32)")
       ->capture_default_str();
@@ -59,6 +85,9 @@ void add_make_model_command(CLI::App& app) {
   cmd->add_option("--max-shard-mb", flags->max_shard_mb,
                   "split into model-XXXXX-of-YYYYY.safetensors shards above this size")
       ->capture_default_str();
+  cmd->add_option("--tokenizer-from", flags->tokenizer_from,
+                  "copy tokenizer.json, tokenizer_config.json (and a chat template) from this "
+                  "folder; its ids must fit the preset's vocab_size");
   cmd->callback([flags] { run_make_model(*flags); });
 }
 

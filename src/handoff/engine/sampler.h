@@ -1,8 +1,10 @@
 #pragma once
 // Picks the next token from a row of logits: greedy at temperature 0, otherwise softmax at
-// the temperature, restricted by top-k and top-p, drawn from a seeded generator.
+// the temperature, restricted by top-k, top-p and min-p, drawn from a seeded generator.
+// Penalties (presence, frequency, repetition) rewrite the logits first (apply_penalties).
 #include <cstdint>
 #include <random>
+#include <unordered_map>
 #include <vector>
 
 namespace handoff::engine {
@@ -10,7 +12,11 @@ namespace handoff::engine {
 struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy
   float top_p = 1.0f;
-  int64_t top_k = 0;  // 0: no limit
+  int64_t top_k = 0;   // 0: no limit
+  float min_p = 0.0f;  // drop tokens below min_p * p(most likely); 0: off
+  float presence_penalty = 0.0f;    // OpenAI: subtracted once from every generated token
+  float frequency_penalty = 0.0f;   // OpenAI: subtracted per occurrence in the output
+  float repetition_penalty = 1.0f;  // CTRL / HF: prompt and output tokens, /p if >0 else *p
 };
 
 // Throws InputError naming the parameter when it is out of range.
@@ -18,6 +24,16 @@ void validate(const SamplingParams& params);
 
 // The index of the largest logit (the lowest index among equal maxima).
 int32_t argmax(const float* logits, int64_t n);
+
+// Token counts a sequence's penalties look at.
+struct PenaltyState {
+  std::unordered_map<int32_t, int32_t> output_counts;
+  std::vector<bool> seen;  // prompt or output, for the repetition penalty (lazily sized)
+};
+bool has_penalties(const SamplingParams& params);
+// Rewrites `logits` in place (vLLM's order: repetition, then frequency and presence).
+void apply_penalties(float* logits, int64_t n, const SamplingParams& params,
+                     const PenaltyState& state);
 
 class Sampler {
  public:

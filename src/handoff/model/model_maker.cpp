@@ -153,7 +153,9 @@ void make_antithetic(void* wq_b, DType dtype, int64_t heads, int64_t head_dim, i
 
 bool is_model_file(const std::string& name) {
   static const std::regex shard(R"(model-\d+-of-\d+\.safetensors)");
-  return name == "config.json" || name == "model.safetensors" ||
+  return name == "config.json" || name == "model.safetensors" || name == "tokenizer.json" ||
+         name == "tokenizer_config.json" || name == "chat_template.jinja" ||
+         name == "special_tokens_map.json" || name == "generation_config.json" ||
          name == "model.safetensors.index.json" || std::regex_match(name, shard);
 }
 
@@ -249,6 +251,10 @@ ModelConfig preset_config(std::string_view preset, Family family) {
     c.n_group = family == Family::kGlmMoeDsa ? 1 : 2;
     c.topk_group = 1;
     set_indexer(c, 4, 16, 8);
+  } else if (preset == "small-text") {  // tiny shapes, a vocabulary that covers DeepSeek-V3's
+    c = preset_config("tiny", family);
+    c.vocab_size = 129280;
+    c.max_position_embeddings = 4096;
   } else if (preset == "demo") {
     c.vocab_size = 129280;
     c.hidden_size = 512;
@@ -289,7 +295,7 @@ ModelConfig preset_config(std::string_view preset, Family family) {
     c.moe_intermediate_size = 512;
     set_indexer(c, 8, 64, 2048);
   } else {
-    fail_input("unknown preset '{}' (expected tiny, demo or bench-moe)", preset);
+    fail_input("unknown preset '{}' (expected tiny, small-text, demo or bench-moe)", preset);
   }
   // Validate through the parser so a preset can never drift from what loading accepts.
   return parse_config(c.to_json(), fmt::format("preset '{}'", preset));

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 #include <dnnl.hpp>
+
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -263,12 +265,23 @@ size_t LinearWeight::weight_bytes() const {
   return static_cast<size_t>(n_ * k_) * tensor::dtype_size(dtype_);
 }
 
+namespace {
+std::atomic<bool> g_row_independent{false};
+}  // namespace
+
+void set_row_independent_linears(bool on) { g_row_independent = on; }
+bool row_independent_linears() { return g_row_independent; }
+
 void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {
   if (!defined()) fail("LinearWeight::forward on an empty weight");
   if (ldx < 0) ldx = k_;
   if (ldy < 0) ldy = n_;
   if (ldx < k_ || ldy < n_) fail("LinearWeight::forward: ldx {} / ldy {} too small", ldx, ldy);
   if (m <= 0) return;
+  if (row_independent_linears()) {
+    for (int64_t i = 0; i < m; ++i) impl_->forward_small(x + i * ldx, 1, y + i * ldy, ldx, ldy);
+    return;
+  }
   if (m <= kSmallMMax) {
     impl_->forward_small(x, m, y, ldx, ldy);
   } else {

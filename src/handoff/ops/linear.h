@@ -10,6 +10,14 @@
 
 namespace handoff::ops {
 
+// Batch invariance: when on, every LinearWeight::forward computes each row of x alone through
+// the M = 1 kernel, so a row's result never depends on how many rows share the call (the
+// small-M kernels pick accumulator splits and K chunks by M, and oneDNN blocks by M). Slower
+// for prefill; the serving engine turns it on at --dtype f32. Process-wide, like the thread
+// pool, because it is a property of the run, not of one weight.
+void set_row_independent_linears(bool on);
+bool row_independent_linears();
+
 class LinearWeight {
  public:
   LinearWeight();

@@ -1,0 +1,217 @@
+// `handoff bench serve` (an OpenAI server over HTTP, streaming) and `handoff bench offline`
+// (the engine in this process, no HTTP): throughput and latency percentiles.
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "handoff/cli/bench_report.h"
+#include "handoff/cli/commands.h"
+#include "handoff/cli/engine_flags.h"
+#include "handoff/error.h"
+
+namespace handoff::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+struct BenchFlags {
+  int concurrency = 1;
+  int64_t num_prompts = 16;
+  int64_t input_len = 128;
+  int64_t output_len = 64;
+  uint64_t seed = 0;
+  int32_t token_lo = 1000, token_hi = 30000;
+};
+
+struct ServeBenchFlags {
+  BenchFlags bench;
+  std::string url = "http://127.0.0.1:8000";
+  std::string model;
+  std::string api_key;
+};
+
+void check(const BenchFlags& b) {
+  if (b.concurrency < 1) fail_input("--concurrency must be >= 1");
+  if (b.num_prompts < 1) fail_input("--num-prompts must be >= 1");
+  if (b.input_len < 1 || b.output_len < 1) fail_input("--input-len and --output-len must be >= 1");
+}
+
+// One streamed /v1/completions request, timed per SSE event.
+RequestTiming one_request(const ServeBenchFlags& f, const std::vector<int32_t>& prompt) {
+  RequestTiming t;
+  httplib::Client cli(f.url);
+  cli.set_read_timeout(600, 0);
+  nlohmann::json body = {{"prompt", prompt},       {"max_tokens", f.bench.output_len},
+                         {"temperature", 0.0},     {"ignore_eos", true},
+                         {"stream", true},         {"stream_options", {{"include_usage", true}}}};
+  if (!f.model.empty()) body["model"] = f.model;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  if (!f.api_key.empty()) req.set_header("Authorization", "Bearer " + f.api_key);
+  std::string buffer;
+  const auto start = Clock::now();
+  std::optional<Clock::time_point> last;
+  int64_t events = 0;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buffer.append(data, n);
+    size_t end;
+    while ((end = buffer.find("\n\n")) != std::string::npos) {
+      const std::string line = buffer.substr(0, end);
+      buffer.erase(0, end + 2);
+      if (line.rfind("data: ", 0) != 0) continue;
+      const std::string payload = line.substr(6);
+      if (payload == "[DONE]") continue;
+      const auto j = nlohmann::json::parse(payload, nullptr, false);
+      if (j.is_discarded()) continue;
+      if (j.contains("error")) {
+        t.error = j["error"].value("message", "error");
+        return false;
+      }
+      if (j.contains("usage") && j["usage"].is_object()) {
+        t.prompt_tokens = j["usage"].value("prompt_tokens", 0);
+        t.output_tokens = j["usage"].value("completion_tokens", 0);
+      }
+      if (j.contains("choices") && !j["choices"].empty()) {
+        const auto now = Clock::now();
+        if (!last)
+          t.ttft = seconds(now - start);
+        else
+          t.itl.push_back(seconds(now - *last));
+        last = now;
+        ++events;
+      }
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  const bool sent = cli.send(req, res, err);
+  t.latency = seconds(Clock::now() - start);
+  if (!sent) {
+    t.error = fmt::format("HTTP error: {}", httplib::to_string(err));
+  } else if (res.status != 200) {
+    t.error = fmt::format("status {}: {}", res.status, res.body.substr(0, 200));
+  } else if (t.error.empty()) {
+    t.ok = t.output_tokens > 0;
+    if (!t.ok) t.error = "no usage in the stream";
+  }
+  return t;
+}
+
+void run_bench_serve(const ServeBenchFlags& f) {
+  check(f.bench);
+  const auto& b = f.bench;
+  std::vector<RequestTiming> timings(static_cast<size_t>(b.num_prompts));
+  std::atomic<int64_t> next{0};
+  ProgressBar bar(b.num_prompts);
+  const auto start = Clock::now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < b.concurrency; ++w)
+    workers.emplace_back([&] {
+      for (int64_t i; (i = next++) < b.num_prompts;) {
+        timings[static_cast<size_t>(i)] = one_request(
+            f, random_prompt(b.seed + static_cast<uint64_t>(i), b.input_len, b.token_lo, b.token_hi));
+        bar.tick();
+      }
+    });
+  for (auto& w : workers) w.join();
+  bar.finish();
+  print_report("handoff bench serve " + f.url, timings, seconds(Clock::now() - start), b.concurrency);
+}
+
+struct OfflineBenchFlags {
+  BenchFlags bench;
+  EngineFlags engine;
+};
+
+void run_bench_offline(const OfflineBenchFlags& f) {
+  check(f.bench);
+  const auto& b = f.bench;
+  LoadedEngine loaded = load_engine(f.engine);
+  engine::Engine& eng = *loaded.engine;
+  eng.start();
+  std::vector<RequestTiming> timings(static_cast<size_t>(b.num_prompts));
+  std::atomic<int64_t> next{0};
+  ProgressBar bar(b.num_prompts);
+  const auto start = Clock::now();
+  std::vector<std::thread> workers;
+  for (int w = 0; w < b.concurrency; ++w)
+    workers.emplace_back([&] {
+      for (int64_t i; (i = next++) < b.num_prompts;) {
+        RequestTiming& t = timings[static_cast<size_t>(i)];
+        engine::Request r;
+        r.prompt = random_prompt(b.seed + static_cast<uint64_t>(i), b.input_len, b.token_lo,
+                                 std::min<int32_t>(b.token_hi, static_cast<int32_t>(eng.config().vocab_size)));
+        r.max_tokens = b.output_len;
+        r.ignore_eos = true;
+        const auto t0 = Clock::now();
+        std::optional<Clock::time_point> last;
+        try {
+          auto stream = eng.submit(std::move(r));
+          for (;;) {
+            engine::RequestEvent e;
+            if (!stream->pop(e, std::chrono::milliseconds(1000))) continue;
+            const auto now = Clock::now();
+            if (!e.tokens.empty()) {
+              if (!last) t.ttft = seconds(now - t0); else t.itl.push_back(seconds(now - *last));
+              last = now;
+            }
+            if (e.finish_reason) {
+              t.prompt_tokens = e.prompt_tokens;
+              t.output_tokens = e.completion_tokens;
+              t.ok = e.error.empty();
+              t.error = e.error;
+              break;
+            }
+          }
+        } catch (const std::exception& e) {
+          t.error = e.what();
+        }
+        t.latency = seconds(Clock::now() - t0);
+        bar.tick();
+      }
+    });
+  for (auto& w : workers) w.join();
+  bar.finish();
+  print_report("handoff bench offline " + f.engine.model_dir, timings,
+               seconds(Clock::now() - start), b.concurrency);
+  eng.stop();
+}
+
+void add_bench_flags(CLI::App& cmd, BenchFlags& b) {
+  cmd.add_option("--concurrency", b.concurrency, "Requests in flight")->capture_default_str();
+  cmd.add_option("--num-prompts", b.num_prompts, "Requests in all")->capture_default_str();
+  cmd.add_option("--input-len", b.input_len, "Prompt tokens (random ids)")->capture_default_str();
+  cmd.add_option("--output-len", b.output_len, "Generated tokens (ignore_eos)")->capture_default_str();
+  cmd.add_option("--seed", b.seed, "Prompt seed")->capture_default_str();
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "Serving benchmarks");
+  bench->require_subcommand(1);
+  auto sf = std::make_shared<ServeBenchFlags>();
+  CLI::App* serve = bench->add_subcommand("serve", "Benchmark a running OpenAI server (streaming)");
+  serve->add_option("--url", sf->url, "Server base URL")->capture_default_str();
+  serve->add_option("--model", sf->model, "Model id (default: the server's)");
+  serve->add_option("--api-key", sf->api_key, "Bearer key");
+  add_bench_flags(*serve, sf->bench);
+  serve->callback([sf] { run_bench_serve(*sf); });
+  auto of = std::make_shared<OfflineBenchFlags>();
+  CLI::App* offline = bench->add_subcommand("offline", "Benchmark the engine in-process (no HTTP)");
+  add_engine_flags(*offline, of->engine);
+  add_bench_flags(*offline, of->bench);
+  offline->callback([of] { run_bench_offline(*of); });
+}
+
+}  // namespace handoff::cli

@@ -1,0 +1,313 @@
+#include "handoff/engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "handoff/engine/logprobs.h"
+#include "handoff/log.h"
+
+namespace handoff::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// The longest prefix of `s` no longer than `n` bytes that does not cut a UTF-8 character.
+size_t utf8_cut(const std::string& s, size_t n) {
+  n = std::min(n, s.size());
+  while (n > 0 && n < s.size() && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return n;
+}
+
+}  // namespace
+
+Engine::Engine(const EngineOptions& options, std::unique_ptr<Executor> executor,
+               const text::Tokenizer* tokenizer)
+    : options_(options),
+      executor_(std::move(executor)),
+      tokenizer_(tokenizer),
+      blocks_(options.num_blocks, options.block_size),
+      scheduler_(options.scheduler, blocks_) {
+  if (options.max_model_len < 2) fail_input("max_model_len must be >= 2");
+  if (options.max_model_len > options.num_blocks * options.block_size)
+    fail_input("max_model_len {} exceeds the cache of {} tokens", options.max_model_len,
+               options.num_blocks * options.block_size);
+  if (tokenizer_ != nullptr) eos_ = tokenizer_->eos_id();
+  // The embedding is padded beyond the tokenizer (DeepSeek-V3: 129280 rows, 128815 ids); ids
+  // no tokenizer knows have no text, so sampling stays within the tokenizer's ids.
+  int64_t n = executor_->config().vocab_size;
+  if (tokenizer_ != nullptr) n = std::min<int64_t>(n, tokenizer_->vocab_size());
+  row_.resize(static_cast<size_t>(n));
+  stats_.cache_blocks_total = options.num_blocks;
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::start() {
+  std::lock_guard lock(mutex_);
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Whatever is left ends here, so no client waits forever.
+  take_incoming();
+  for (Sequence* s : scheduler_.all()) {
+    RequestEvent e;
+    finish(*s, e, "abort");
+  }
+  for (Sequence* s : scheduler_.all()) scheduler_.remove(s->id);
+}
+
+std::shared_ptr<RequestStream> Engine::submit(Request request) {
+  const int64_t vocab = executor_->config().vocab_size;
+  if (request.prompt.empty()) fail_input("the prompt must have at least one token");
+  for (int32_t id : request.prompt)
+    if (id < 0 || id >= vocab) fail_input("token id {} is outside the vocabulary of {}", id, vocab);
+  for (int32_t id : request.stop_token_ids)
+    if (id < 0 || id >= vocab) fail_input("stop token id {} is outside the vocabulary", id);
+  validate(request.sampling);
+  if (request.max_tokens < 1) fail_input("max_tokens must be >= 1, got {}", request.max_tokens);
+  if (request.top_logprobs > 20) fail_input("top_logprobs must be <= 20");
+  if (!request.stop.empty() && tokenizer_ == nullptr)
+    fail_input("stop strings need a model with a tokenizer");
+  for (const auto& s : request.stop)
+    if (s.empty()) fail_input("stop strings must not be empty");
+  const auto prompt_len = static_cast<int64_t>(request.prompt.size());
+  if (prompt_len + request.max_tokens > options_.max_model_len)
+    throw PromptTooLongError(fmt::format(
+        "this model's maximum context length is {} tokens; the request has {} prompt tokens "
+        "and max_tokens {}",
+        options_.max_model_len, prompt_len, request.max_tokens));
+
+  std::lock_guard lock(mutex_);
+  if (stopping_ && thread_.joinable()) throw OverloadedError("the server is shutting down");
+  if (static_cast<int64_t>(incoming_.size()) + stats_.waiting >= options_.max_waiting)
+    throw OverloadedError(fmt::format("too many queued requests ({})", options_.max_waiting));
+  const uint64_t id = next_id_++;
+  auto stream = std::make_shared<RequestStream>(id);
+  auto seq = std::make_unique<Sequence>(id, std::move(request), stream);
+  if (tokenizer_ != nullptr) seq->decoder = std::make_unique<text::StreamDecoder>(*tokenizer_);
+  if (seq->request.sampling.repetition_penalty != 1.0f) {
+    seq->penalties.seen.assign(static_cast<size_t>(vocab), false);
+    for (int32_t id2 : seq->tokens) seq->penalties.seen[static_cast<size_t>(id2)] = true;
+  }
+  incoming_.push_back(std::move(seq));
+  ++in_flight_;
+  cv_.notify_all();
+  return stream;
+}
+
+void Engine::cancel(uint64_t id) {
+  {
+    std::lock_guard lock(mutex_);
+    cancelled_.insert(id);
+  }
+  cv_.notify_all();
+}
+
+int64_t Engine::in_flight() const {
+  std::lock_guard lock(mutex_);
+  return in_flight_;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void Engine::take_incoming() {
+  std::vector<std::unique_ptr<Sequence>> incoming;
+  std::set<uint64_t> cancelled;
+  {
+    std::lock_guard lock(mutex_);
+    incoming.swap(incoming_);
+    cancelled.swap(cancelled_);
+  }
+  for (auto& s : incoming) scheduler_.add(std::move(s));
+  for (uint64_t id : cancelled) {
+    if (Sequence* s = scheduler_.find(id)) {
+      RequestEvent e;
+      finish(*s, e, "abort");
+      scheduler_.remove(id);
+    }
+  }
+}
+
+void Engine::loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] {
+        return stopping_ || !incoming_.empty() || !cancelled_.empty() || !scheduler_.empty();
+      });
+      if (stopping_) return;
+    }
+    try {
+      step();
+    } catch (const std::exception& e) {
+      log::warn("engine step failed: {}", e.what());
+      fail_all(e.what());
+    }
+  }
+}
+
+void Engine::fail_all(const std::string& message) {
+  for (Sequence* s : scheduler_.all()) {
+    RequestEvent e;
+    e.error = message;
+    finish(*s, e, "abort");
+  }
+  for (Sequence* s : scheduler_.all()) scheduler_.remove(s->id);
+}
+
+bool Engine::step() {
+  take_incoming();
+  std::vector<ScheduledChunk> plan = scheduler_.schedule();
+  {
+    std::lock_guard lock(mutex_);
+    stats_.waiting = scheduler_.num_waiting();
+    stats_.running = scheduler_.num_running();
+    stats_.preemptions = static_cast<uint64_t>(scheduler_.num_preemptions());
+    stats_.cache_blocks_used = blocks_.num_blocks() - blocks_.free_blocks();
+  }
+  if (plan.empty()) return false;
+  std::vector<model::SequenceChunk> chunks;
+  chunks.reserve(plan.size());
+  for (const ScheduledChunk& c : plan)
+    chunks.push_back({std::span<const int32_t>(c.seq->tokens.data() + c.start,
+                                               static_cast<size_t>(c.num_tokens)),
+                      c.start, &c.seq->blocks, false});
+  const tensor::Tensor logits = executor_->step(chunks);
+  const int64_t vocab = executor_->config().vocab_size;
+  uint64_t prompt_tokens = 0;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Sequence& seq = *plan[i].seq;
+    seq.num_computed += plan[i].num_tokens;
+    if (seq.preemptions == 0)
+      prompt_tokens += static_cast<uint64_t>(
+          std::max<int64_t>(0, std::min(seq.num_computed, seq.prompt_len) -
+                                   std::min(plan[i].start, seq.prompt_len)));
+    if (plan[i].samples) sample(seq, logits.data<float>() + static_cast<int64_t>(i) * vocab);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    stats_.prompt_tokens += prompt_tokens;
+    ++stats_.steps;
+  }
+  for (const ScheduledChunk& c : plan)
+    if (c.seq->finished) scheduler_.remove(c.seq->id);
+  return true;
+}
+
+void Engine::run_until_idle() {
+  for (;;) {
+    bool any;
+    {
+      std::lock_guard lock(mutex_);
+      any = !incoming_.empty() || !cancelled_.empty();
+    }
+    if (!step() && !any && scheduler_.empty()) return;
+  }
+}
+
+void Engine::sample(Sequence& seq, const float* logits) {
+  const Request& r = seq.request;
+  const int64_t vocab = static_cast<int64_t>(row_.size());
+  const float* row = logits;
+  if (has_penalties(r.sampling)) {
+    std::memcpy(row_.data(), logits, row_.size() * sizeof(float));
+    apply_penalties(row_.data(), vocab, r.sampling, seq.penalties);
+    row = row_.data();
+  }
+  const int32_t token = seq.sampler.sample(row, vocab, r.sampling);
+  seq.tokens.push_back(token);
+  ++seq.penalties.output_counts[token];
+  if (!seq.penalties.seen.empty()) seq.penalties.seen[static_cast<size_t>(token)] = true;
+
+  const auto now = Clock::now();
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.generation_tokens;
+    if (seq.last_token_time)
+      stats_.inter_token.observe(seconds(now - *seq.last_token_time));
+    else
+      stats_.ttft.observe(seconds(now - seq.arrival));
+  }
+  seq.last_token_time = now;
+
+  RequestEvent event;
+  event.tokens = {token};
+  if (r.top_logprobs >= 0) event.logprobs.push_back(token_logprob(logits, vocab, token, r.top_logprobs));
+  const bool stop_token =
+      (!r.ignore_eos && eos_ && token == *eos_) ||
+      std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), token) != r.stop_token_ids.end();
+  if (stop_token) {
+    finish(seq, event, "stop");
+    return;
+  }
+  if (seq.decoder) {
+    try {
+      seq.held_text += seq.decoder->push(token);
+    } catch (const InputError&) {
+      // An id without text (a gap in the tokenizer's ids) adds nothing.
+    }
+    size_t hold = 0;
+    for (const auto& s : r.stop) {
+      const size_t at = seq.held_text.find(s);
+      if (at != std::string::npos) {
+        seq.held_text.resize(at);
+        event.text = std::move(seq.held_text);
+        seq.held_text.clear();
+        seq.decoder.reset();  // what follows the stop string is dropped
+        finish(seq, event, "stop");
+        return;
+      }
+      hold = std::max(hold, s.size() - 1);
+    }
+    // Hold back what could still begin a stop string.
+    const size_t emit = seq.held_text.size() > hold ? utf8_cut(seq.held_text, seq.held_text.size() - hold) : 0;
+    event.text = seq.held_text.substr(0, emit);
+    seq.held_text.erase(0, emit);
+  }
+  if (seq.num_generated() >= r.max_tokens ||
+      static_cast<int64_t>(seq.tokens.size()) >= options_.max_model_len) {
+    finish(seq, event, "length");
+    return;
+  }
+  event.prompt_tokens = seq.prompt_len;
+  event.completion_tokens = seq.num_generated();
+  seq.stream->push(std::move(event));
+}
+
+void Engine::finish(Sequence& seq, RequestEvent& event, const std::string& reason) {
+  if (seq.finished) return;
+  seq.finished = true;
+  if (seq.decoder) {
+    seq.held_text += seq.decoder->flush();
+    seq.decoder.reset();
+  }
+  event.text += seq.held_text;
+  seq.held_text.clear();
+  event.finish_reason = reason;
+  event.prompt_tokens = seq.prompt_len;
+  event.completion_tokens = seq.num_generated();
+  {
+    std::lock_guard lock(mutex_);
+    ++stats_.finished[reason];
+    stats_.e2e.observe(seconds(Clock::now() - seq.arrival));
+    --in_flight_;
+  }
+  seq.stream->push(std::move(event));
+}
+
+}  // namespace handoff::engine

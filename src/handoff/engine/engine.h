@@ -1,0 +1,101 @@
+#pragma once
+// The serving engine: a request queue in front of a Scheduler, and a background thread that
+// runs steps through an Executor, samples each finished row with its request's parameters and
+// streams tokens back. Requests join running batches at step boundaries (continuous batching).
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "handoff/cache/block_manager.h"
+#include "handoff/engine/executor.h"
+#include "handoff/engine/request.h"
+#include "handoff/engine/scheduler.h"
+#include "handoff/engine/stats.h"
+#include "handoff/error.h"
+#include "handoff/text/tokenizer.h"
+
+namespace handoff::engine {
+
+// 413: the prompt (plus max_tokens) does not fit the context.
+class PromptTooLongError : public InputError {
+ public:
+  using InputError::InputError;
+};
+// 503: the queue is full or the engine is shutting down.
+class OverloadedError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct EngineOptions {
+  SchedulerOptions scheduler;
+  int64_t block_size = 16;
+  int64_t num_blocks = 2048;     // cache capacity = num_blocks * block_size tokens
+  int64_t max_model_len = 4096;  // prompt + generated tokens of one request
+  int64_t max_waiting = 1024;    // queued requests beyond this are refused (503)
+};
+
+class Engine {
+ public:
+  // `tokenizer` (may be null: no text, no stop strings) must outlive the engine.
+  Engine(const EngineOptions& options, std::unique_ptr<Executor> executor,
+         const text::Tokenizer* tokenizer);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const model::ModelConfig& config() const { return executor_->config(); }
+  const EngineOptions& options() const { return options_; }
+
+  // Starts / stops the background step loop. stop() ends every unfinished request ("abort").
+  void start();
+  void stop();
+
+  // Thread-safe. Validates the request (InputError, PromptTooLongError, OverloadedError) and
+  // queues it; events arrive on the returned stream.
+  std::shared_ptr<RequestStream> submit(Request request);
+  // Thread-safe: ends the request ("abort") and frees its blocks at the next step boundary.
+  void cancel(uint64_t id);
+
+  // Runs one step in the calling thread (only while the loop is not started); false when idle.
+  bool step();
+  // Steps until every submitted request has finished (tests, offline bench).
+  void run_until_idle();
+
+  EngineStats stats() const;
+  int64_t in_flight() const;
+
+ private:
+  void loop();
+  void take_incoming();
+  void sample(Sequence& seq, const float* logits);
+  void finish(Sequence& seq, RequestEvent& event, const std::string& reason);
+  void fail_all(const std::string& message);
+
+  EngineOptions options_;
+  std::unique_ptr<Executor> executor_;
+  const text::Tokenizer* tokenizer_;
+  std::optional<int32_t> eos_;
+  cache::BlockManager blocks_;
+  Scheduler scheduler_;  // the step thread's alone
+
+  mutable std::mutex mutex_;  // guards the fields below
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Sequence>> incoming_;
+  std::set<uint64_t> cancelled_;
+  uint64_t next_id_ = 1;
+  int64_t in_flight_ = 0;
+  bool stopping_ = false;
+  EngineStats stats_;
+
+  std::vector<float> row_;  // penalised copy of a logits row
+  std::thread thread_;
+};
+
+}  // namespace handoff::engine

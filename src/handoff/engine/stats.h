@@ -1,0 +1,44 @@
+#pragma once
+// What the engine counts for /metrics: totals, gauges and latency histograms. The engine thread
+// writes, any thread reads a snapshot.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace handoff::engine {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
+  void observe(double v);
+  const std::vector<double>& bounds() const { return bounds_; }
+  const std::vector<uint64_t>& counts() const { return counts_; }  // not cumulative; last: +Inf
+  double sum() const { return sum_; }
+  uint64_t count() const { return count_; }
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;
+  double sum_ = 0.0;
+  uint64_t count_ = 0;
+};
+
+struct EngineStats {
+  std::map<std::string, uint64_t> finished;  // by finish reason
+  uint64_t prompt_tokens = 0;
+  uint64_t generation_tokens = 0;
+  uint64_t preemptions = 0;
+  uint64_t steps = 0;
+  int64_t waiting = 0;
+  int64_t running = 0;
+  int64_t cache_blocks_used = 0;
+  int64_t cache_blocks_total = 0;
+  Histogram ttft{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
+  Histogram inter_token{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
+  Histogram e2e{{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}};
+};
+
+}  // namespace handoff::engine

@@ -1,0 +1,20 @@
+#pragma once
+// /metrics in the Prometheus text format: the engine's counters, gauges and histograms plus the
+// HTTP layer's request counts and the model's per-layer communication bytes.
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "handoff/comm/communicator.h"
+#include "handoff/engine/stats.h"
+
+namespace handoff::serve {
+
+struct HttpCounts {
+  std::map<std::pair<std::string, int>, uint64_t> requests;  // (endpoint, status) -> count
+};
+
+std::string render_metrics(const engine::EngineStats& stats, const HttpCounts& http,
+                           const comm::CommCounts& comm);
+
+}  // namespace handoff::serve

@@ -1,0 +1,349 @@
+#include "handoff/serve/openai_protocol.h"
+
+#include <cmath>
+#include <set>
+
+namespace handoff::serve {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+  throw ApiError(400, message, param, "invalid_value");
+}
+
+double number(const json& body, const char* key, double lo, double hi, double fallback) {
+  if (!body.contains(key) || body[key].is_null()) return fallback;
+  const json& v = body[key];
+  if (!v.is_number()) bad(key, fmt::format("'{}' must be a number", key));
+  const double d = v.get<double>();
+  if (!(d >= lo && d <= hi) || !std::isfinite(d))
+    bad(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, d));
+  return d;
+}
+
+int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi, int64_t fallback) {
+  if (!body.contains(key) || body[key].is_null()) return fallback;
+  const json& v = body[key];
+  if (!v.is_number_integer()) bad(key, fmt::format("'{}' must be an integer", key));
+  const int64_t i = v.get<int64_t>();
+  if (i < lo || i > hi) bad(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, i));
+  return i;
+}
+
+bool boolean(const json& body, const char* key, bool fallback) {
+  if (!body.contains(key) || body[key].is_null()) return fallback;
+  if (!body[key].is_boolean()) bad(key, fmt::format("'{}' must be a boolean", key));
+  return body[key].get<bool>();
+}
+
+std::vector<int32_t> token_list(const json& v, const char* key, int64_t vocab) {
+  std::vector<int32_t> ids;
+  for (const json& t : v) {
+    if (!t.is_number_integer()) bad(key, fmt::format("'{}' must hold token ids (integers)", key));
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id >= vocab) bad(key, fmt::format("token id {} is outside the vocabulary of {}", id, vocab));
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+std::string message_text(const json& content, size_t i) {
+  const std::string param = fmt::format("messages[{}].content", i);
+  if (content.is_null()) return "";
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) bad(param, "content must be a string or a list of text parts");
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      bad(param, "only text content parts are supported");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+const std::set<std::string> kCommon = {
+    "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
+    "frequency_penalty", "repetition_penalty", "stop", "stop_token_ids", "ignore_eos", "n",
+    "stream", "stream_options", "user", "logprobs"};
+const std::set<std::string> kCompletionsOnly = {"prompt", "echo", "best_of", "suffix"};
+const std::set<std::string> kChatOnly = {"messages", "max_completion_tokens", "top_logprobs",
+                                          "tools", "tool_choice", "response_format",
+                                          "chat_template_kwargs"};
+
+}  // namespace
+
+std::string to_text(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+nlohmann::json error_body(const ApiError& e) {
+  return {{"error",
+           {{"message", e.what()},
+            {"type", e.type},
+            {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+            {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+}
+
+ParsedRequest parse_request(Endpoint endpoint, const std::string& text, const ProtocolContext& ctx) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::exception& e) {
+    throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "", "invalid_json");
+  }
+  if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
+  const bool chat = endpoint == Endpoint::kChat;
+  for (const auto& [key, v] : body.items())
+    if (!kCommon.count(key) && !(chat ? kChatOnly : kCompletionsOnly).count(key))
+      throw ApiError(400, fmt::format("Unrecognized request argument supplied: {}", key), key,
+                     "unknown_parameter");
+
+  ParsedRequest p;
+  p.endpoint = endpoint;
+  if (body.contains("model")) {
+    if (!body["model"].is_string()) bad("model", "'model' must be a string");
+    p.model = body["model"].get<std::string>();
+    if (p.model != ctx.served_model)
+      throw ApiError(404, fmt::format("The model '{}' does not exist", p.model), "model",
+                     "model_not_found");
+  } else {
+    p.model = ctx.served_model;
+  }
+  if (integer(body, "n", 1, 1, 1) != 1) bad("n", "only n = 1 is supported");
+  engine::Request& r = p.request;
+  engine::SamplingParams& s = r.sampling;
+  s.temperature = static_cast<float>(number(body, "temperature", 0.0, 2.0, 1.0));
+  s.top_p = static_cast<float>(number(body, "top_p", 0.0, 1.0, 1.0));
+  if (s.top_p <= 0.0f) bad("top_p", "'top_p' must be > 0");
+  const int64_t top_k = integer(body, "top_k", -1, 1 << 30, 0);
+  s.top_k = top_k < 0 ? 0 : top_k;
+  s.min_p = static_cast<float>(number(body, "min_p", 0.0, 1.0, 0.0));
+  s.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2.0, 2.0, 0.0));
+  s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2.0, 2.0, 0.0));
+  s.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 1e-3, 100.0, 1.0));
+  r.seed = static_cast<uint64_t>(integer(body, "seed", INT64_MIN, INT64_MAX, 0));
+  r.ignore_eos = boolean(body, "ignore_eos", false);
+  p.stream = boolean(body, "stream", false);
+  if (body.contains("stream_options") && !body["stream_options"].is_null()) {
+    const json& so = body["stream_options"];
+    if (!so.is_object()) bad("stream_options", "'stream_options' must be an object");
+    if (!p.stream) bad("stream_options", "'stream_options' is only allowed with stream: true");
+    p.include_usage = boolean(so, "include_usage", false);
+  }
+  if (body.contains("stop") && !body["stop"].is_null()) {
+    const json& st = body["stop"];
+    if (st.is_string()) {
+      r.stop.push_back(st.get<std::string>());
+    } else if (st.is_array()) {
+      for (const json& x : st) {
+        if (!x.is_string()) bad("stop", "'stop' must be a string or a list of strings");
+        r.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      bad("stop", "'stop' must be a string or a list of strings");
+    }
+    for (const auto& x : r.stop)
+      if (x.empty()) bad("stop", "stop strings must not be empty");
+    if (r.stop.size() > 16) bad("stop", "at most 16 stop strings");
+  }
+  const int64_t vocab = ctx.vocab_size;
+  if (body.contains("stop_token_ids") && !body["stop_token_ids"].is_null()) {
+    if (!body["stop_token_ids"].is_array()) bad("stop_token_ids", "'stop_token_ids' must be a list");
+    r.stop_token_ids = token_list(body["stop_token_ids"], "stop_token_ids", vocab);
+  }
+
+  if (!chat) {
+    if (boolean(body, "echo", false)) bad("echo", "'echo' is not supported");
+    if (integer(body, "best_of", 1, 1, 1) != 1) bad("best_of", "only best_of = 1 is supported");
+    if (body.contains("suffix") && !body["suffix"].is_null()) bad("suffix", "'suffix' is not supported");
+    if (body.contains("logprobs") && !body["logprobs"].is_null()) {
+      r.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, 20, 0));
+      p.logprobs = true;
+    }
+    r.max_tokens = integer(body, "max_tokens", 1, INT32_MAX, 16);
+    if (!body.contains("prompt")) throw ApiError(400, "'prompt' is required", "prompt", "missing_required_parameter");
+    json prompt = body["prompt"];
+    if (prompt.is_array() && prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array()))
+      prompt = prompt[0];
+    if (prompt.is_string()) {
+      if (ctx.tokenizer == nullptr) bad("prompt", "this model has no tokenizer: send token ids");
+      r.prompt = ctx.tokenizer->encode(prompt.get<std::string>(), true);
+    } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
+      r.prompt = token_list(prompt, "prompt", vocab);
+    } else if (prompt.is_array() && prompt.size() > 1) {
+      bad("prompt", "only one prompt per request is supported");
+    } else {
+      bad("prompt", "'prompt' must be a string, a list of token ids, or a list of one of those");
+    }
+  } else {
+    if (body.contains("logprobs")) p.logprobs = boolean(body, "logprobs", false);
+    if (body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
+      if (!p.logprobs) bad("top_logprobs", "'top_logprobs' needs logprobs: true");
+      r.top_logprobs = static_cast<int>(integer(body, "top_logprobs", 0, 20, 0));
+    } else if (p.logprobs) {
+      r.top_logprobs = 0;
+    }
+    if (body.contains("response_format") && !body["response_format"].is_null()) {
+      const json& rf = body["response_format"];
+      if (!rf.is_object() || rf.value("type", "") != "text")
+        bad("response_format", "only response_format {\"type\": \"text\"} is supported");
+    }
+    if (ctx.tokenizer == nullptr || ctx.chat_template == nullptr)
+      throw ApiError(400, "this model has no tokenizer or chat template", "messages");
+    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
+      throw ApiError(400, "'messages' must be a non-empty list", "messages");
+    text::ChatRequest chat_req;
+    chat_req.add_generation_prompt = true;
+    static const std::set<std::string> kRoles = {"system", "user", "assistant", "tool", "developer"};
+    for (size_t i = 0; i < body["messages"].size(); ++i) {
+      const json& m = body["messages"][i];
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
+          !kRoles.count(m["role"].get<std::string>()))
+        bad(fmt::format("messages[{}].role", i),
+            "each message needs a role: system, user, assistant, tool or developer");
+      nlohmann::ordered_json om = nlohmann::ordered_json::parse(m.dump());
+      om["content"] = message_text(m.value("content", json(nullptr)), i);
+      chat_req.messages.push_back(std::move(om));
+    }
+    if (body.contains("tools") && !body["tools"].is_null())
+      chat_req.tools = nlohmann::ordered_json::parse(body["tools"].dump());
+    if (body.contains("chat_template_kwargs") && body["chat_template_kwargs"].is_object())
+      for (const auto& [k, v] : body["chat_template_kwargs"].items())
+        chat_req.extra[k] = nlohmann::ordered_json::parse(v.dump());
+    std::string rendered;
+    try {
+      rendered = ctx.chat_template->render(chat_req);
+    } catch (const InputError& e) {
+      bad("messages", fmt::format("the chat template failed: {}", e.what()));
+    }
+    // The template writes the BOS itself.
+    r.prompt = ctx.tokenizer->encode(rendered, false);
+    const int64_t fallback =
+        std::max<int64_t>(1, ctx.max_model_len - static_cast<int64_t>(r.prompt.size()));
+    r.max_tokens = integer(body, "max_completion_tokens", 1, INT32_MAX,
+                           integer(body, "max_tokens", 1, INT32_MAX, fallback));
+  }
+  if (r.prompt.empty()) bad("prompt", "the prompt is empty");
+  return p;
+}
+
+namespace {
+
+std::string token_text(const ProtocolContext& ctx, int32_t id) {
+  return ctx.tokenizer != nullptr ? ctx.tokenizer->token_bytes(id) : fmt::format("<{}>", id);
+}
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+
+json logprobs_json(const ParsedRequest& p, const std::vector<engine::TokenLogprob>& lps,
+                   const ProtocolContext& ctx) {
+  if (!p.logprobs) return nullptr;
+  if (p.endpoint == Endpoint::kChat) {
+    json content = json::array();
+    for (const auto& lp : lps) {
+      const std::string t = token_text(ctx, lp.token);
+      json top = json::array();
+      for (const auto& x : lp.top) {
+        const std::string tt = token_text(ctx, x.token);
+        top.push_back({{"token", tt}, {"logprob", x.logprob}, {"bytes", bytes_of(tt)}});
+      }
+      content.push_back({{"token", t}, {"logprob", lp.logprob}, {"bytes", bytes_of(t)},
+                         {"top_logprobs", top}});
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  int64_t offset = 0;
+  for (const auto& lp : lps) {
+    const std::string t = token_text(ctx, lp.token);
+    tokens.push_back(t);
+    token_logprobs.push_back(lp.logprob);
+    json m = json::object();
+    for (const auto& x : lp.top) m[token_text(ctx, x.token)] = x.logprob;
+    top.push_back(m);
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(t.size());
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top},
+          {"text_offset", offsets}};
+}
+
+json usage(int64_t prompt, int64_t completion) {
+  return {{"prompt_tokens", prompt}, {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
+json finish_json(const std::optional<std::string>& reason) {
+  if (!reason) return nullptr;
+  return *reason == "abort" ? json("abort") : json(*reason);
+}
+
+}  // namespace
+
+nlohmann::json make_response(const ParsedRequest& p, const std::string& id, int64_t created,
+                             const engine::RequestEvent& all, const ProtocolContext& ctx) {
+  json choice = {{"index", 0}, {"logprobs", logprobs_json(p, all.logprobs, ctx)},
+                 {"finish_reason", finish_json(all.finish_reason)}};
+  const bool chat = p.endpoint == Endpoint::kChat;
+  if (chat)
+    choice["message"] = {{"role", "assistant"}, {"content", all.text}};
+  else
+    choice["text"] = all.text;
+  return {{"id", id},
+          {"object", chat ? "chat.completion" : "text_completion"},
+          {"created", created},
+          {"model", p.model},
+          {"choices", json::array({choice})},
+          {"usage", usage(all.prompt_tokens, all.completion_tokens)}};
+}
+
+nlohmann::json make_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
+                          const engine::RequestEvent& e, const ProtocolContext& ctx) {
+  const bool chat = p.endpoint == Endpoint::kChat;
+  json choice = {{"index", 0}, {"logprobs", logprobs_json(p, e.logprobs, ctx)},
+                 {"finish_reason", finish_json(e.finish_reason)}};
+  if (chat)
+    choice["delta"] = e.text.empty() && e.finish_reason ? json::object() : json{{"content", e.text}};
+  else
+    choice["text"] = e.text;
+  json chunk = {{"id", id},
+                {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", p.model},
+                {"choices", json::array({choice})}};
+  if (p.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+nlohmann::json make_role_chunk(const ParsedRequest& p, const std::string& id, int64_t created) {
+  json chunk = {{"id", id},
+                {"object", "chat.completion.chunk"},
+                {"created", created},
+                {"model", p.model},
+                {"choices", json::array({{{"index", 0},
+                                          {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                          {"logprobs", nullptr},
+                                          {"finish_reason", nullptr}}})}};
+  if (p.include_usage) chunk["usage"] = nullptr;
+  return chunk;
+}
+
+nlohmann::json make_usage_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
+                                int64_t prompt_tokens, int64_t completion_tokens) {
+  const bool chat = p.endpoint == Endpoint::kChat;
+  return {{"id", id},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", created},
+          {"model", p.model},
+          {"choices", json::array()},
+          {"usage", usage(prompt_tokens, completion_tokens)}};
+}
+
+}  // namespace handoff::serve

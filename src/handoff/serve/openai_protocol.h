@@ -1,0 +1,50 @@
+#pragma once
+// The OpenAI request bodies (/v1/completions, /v1/chat/completions) parsed strictly into engine
+// requests, and the response and stream-chunk bodies built from engine events.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "handoff/engine/request.h"
+#include "handoff/serve/api_error.h"
+#include "handoff/text/chat_template.h"
+#include "handoff/text/tokenizer.h"
+
+namespace handoff::serve {
+
+enum class Endpoint { kCompletions, kChat };
+
+struct ParsedRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  engine::Request request;
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;  // chat: logprobs: true; completions: logprobs: N
+};
+
+struct ProtocolContext {
+  std::string served_model;
+  const text::Tokenizer* tokenizer = nullptr;     // null: prompts must be token ids
+  const text::ChatTemplate* chat_template = nullptr;
+  int64_t max_model_len = 0;
+  int64_t vocab_size = 0;
+};
+
+// Throws ApiError (400 bad parameter, 404 unknown model).
+ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const ProtocolContext& ctx);
+
+// One whole response (not streamed).
+nlohmann::json make_response(const ParsedRequest& p, const std::string& id, int64_t created,
+                             const engine::RequestEvent& all, const ProtocolContext& ctx);
+// One SSE chunk for an event; `first` adds the chat role delta.
+nlohmann::json make_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
+                          const engine::RequestEvent& event, const ProtocolContext& ctx);
+nlohmann::json make_usage_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
+                                int64_t prompt_tokens, int64_t completion_tokens);
+nlohmann::json make_role_chunk(const ParsedRequest& p, const std::string& id, int64_t created);
+nlohmann::json error_body(const ApiError& e);
+// JSON text that survives invalid UTF-8 in token bytes (replaced by U+FFFD).
+std::string to_text(const nlohmann::json& j);
+
+}  // namespace handoff::serve

@@ -1,0 +1,194 @@
+// The serving engine: scheduler budget, chunked prefill, max_num_seqs, preemption by
+// recompute, sampling parameters, and batch invariance at f32 (a batch gives the same greedy
+// tokens as its requests run one at a time).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+
+#include "handoff/engine/engine.h"
+#include "handoff/engine/logprobs.h"
+#include "handoff/engine/scheduler.h"
+#include "handoff/model/model.h"
+#include "handoff/ops/linear.h"
+
+namespace handoff::engine {
+namespace {
+
+const std::string kModel = std::string(HANDOFF_TEST_DATA) + "/golden/dsv32_tiny_sparse";
+
+std::unique_ptr<Sequence> make_seq(uint64_t id, int64_t prompt_len) {
+  Request r;
+  r.prompt.assign(static_cast<size_t>(prompt_len), 7);
+  return std::make_unique<Sequence>(id, std::move(r), std::make_shared<RequestStream>(id));
+}
+
+TEST(SchedulerTest, BudgetChunksPrefillAndCapsSequences) {
+  cache::BlockManager blocks(64, 4);
+  Scheduler s({/*max_num_batched_tokens=*/10, /*max_num_seqs=*/2}, blocks);
+  s.add(make_seq(1, 25));
+  s.add(make_seq(2, 3));
+  s.add(make_seq(3, 3));
+  auto step = s.schedule();
+  ASSERT_EQ(step.size(), 1u);  // the long prompt takes the whole budget
+  EXPECT_EQ(step[0].num_tokens, 10);
+  EXPECT_FALSE(step[0].samples);
+  step[0].seq->num_computed += 10;
+  step = s.schedule();
+  ASSERT_EQ(step.size(), 1u);
+  EXPECT_EQ(step[0].start, 10);
+  step[0].seq->num_computed += 10;
+  step = s.schedule();  // 5 left of the prompt, then sequence 2 joins; 3 waits (max_num_seqs)
+  ASSERT_EQ(step.size(), 2u);
+  EXPECT_EQ(step[0].num_tokens, 5);
+  EXPECT_TRUE(step[0].samples);
+  EXPECT_EQ(step[1].seq->id, 2u);
+  EXPECT_EQ(s.num_running(), 2);
+  EXPECT_EQ(s.num_waiting(), 1);
+}
+
+TEST(SchedulerTest, PreemptsTheYoungestWhenBlocksRunOut) {
+  cache::BlockManager blocks(4, 4);  // 16 tokens in all
+  Scheduler s({64, 8}, blocks);
+  s.add(make_seq(1, 8));
+  s.add(make_seq(2, 8));
+  auto step = s.schedule();
+  ASSERT_EQ(step.size(), 2u);
+  for (auto& c : step) {
+    c.seq->num_computed += c.num_tokens;
+    c.seq->tokens.push_back(1);  // a sampled token: both need a 9th slot, one block more each
+  }
+  step = s.schedule();
+  ASSERT_EQ(step.size(), 1u);
+  EXPECT_EQ(step[0].seq->id, 1u);
+  EXPECT_EQ(s.num_preemptions(), 1);
+  Sequence* young = s.find(2);
+  ASSERT_NE(young, nullptr);
+  EXPECT_EQ(young->num_computed, 0);  // recompute: prompt + generated are fed again
+  EXPECT_EQ(young->pending(), 9);
+}
+
+struct Run {
+  std::vector<std::vector<int32_t>> tokens;
+};
+
+std::unique_ptr<Engine> make_engine(int64_t num_blocks, int64_t budget = 512) {
+  ops::set_row_independent_linears(true);
+  model::LoadOptions load;
+  load.dtype = tensor::DType::kF32;
+  auto model = model::Model::load(kModel, load);
+  EngineOptions o;
+  o.block_size = 4;
+  o.num_blocks = num_blocks;
+  o.max_model_len = std::min<int64_t>(64, num_blocks * o.block_size);
+  o.scheduler.max_num_batched_tokens = budget;
+  auto exec = std::make_unique<LocalExecutor>(std::move(model), o.num_blocks, o.block_size, budget);
+  return std::make_unique<Engine>(o, std::move(exec), nullptr);
+}
+
+std::vector<int32_t> prompt(int i) {
+  std::vector<int32_t> p;
+  for (int j = 0; j < 5 + i % 7; ++j) p.push_back((17 * i + 5 * j + 3) % 256);
+  return p;
+}
+
+Request greedy(int i, int64_t max_tokens = 10) {
+  Request r;
+  r.prompt = prompt(i);
+  r.max_tokens = max_tokens;
+  return r;
+}
+
+TEST(ServingEngineTest, BatchGivesTheGreedyTokensOfSingleRequestsAtF32) {
+  constexpr int kRequests = 12;
+  std::vector<std::vector<int32_t>> alone, batched;
+  {
+    auto engine = make_engine(256);
+    for (int i = 0; i < kRequests; ++i) {
+      auto s = engine->submit(greedy(i));
+      engine->run_until_idle();
+      alone.push_back(s->wait_all().tokens);
+    }
+  }
+  {
+    auto engine = make_engine(256, /*budget=*/24);  // chunked prefill and mixed steps too
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < kRequests; ++i) streams.push_back(engine->submit(greedy(i)));
+    engine->run_until_idle();
+    for (auto& s : streams) batched.push_back(s->wait_all().tokens);
+  }
+  for (int i = 0; i < kRequests; ++i) EXPECT_EQ(batched[i], alone[i]) << "request " << i;
+  ops::set_row_independent_linears(false);
+}
+
+TEST(ServingEngineTest, PreemptionByRecomputeKeepsGreedyTokens) {
+  std::vector<std::vector<int32_t>> roomy, tight;
+  for (int64_t blocks : {256, 12}) {
+    auto engine = make_engine(blocks);
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < 6; ++i) streams.push_back(engine->submit(greedy(i, 16)));
+    engine->run_until_idle();
+    auto& out = blocks == 256 ? roomy : tight;
+    for (auto& s : streams) out.push_back(s->wait_all().tokens);
+    if (blocks == 12) EXPECT_GT(engine->stats().preemptions, 0u);
+  }
+  EXPECT_EQ(tight, roomy);
+  ops::set_row_independent_linears(false);
+}
+
+TEST(ServingEngineTest, StopTokenIdsAndMaxTokensAndCancel) {
+  auto engine = make_engine(256);
+  auto first = engine->submit(greedy(1, 10));
+  engine->run_until_idle();
+  const auto all = first->wait_all();
+  ASSERT_EQ(all.tokens.size(), 10u);
+  EXPECT_EQ(*all.finish_reason, "length");
+  Request r = greedy(1, 10);
+  r.stop_token_ids = {all.tokens[3]};
+  auto stopped = engine->submit(r);
+  engine->run_until_idle();
+  const auto s = stopped->wait_all();
+  EXPECT_EQ(*s.finish_reason, "stop");
+  EXPECT_LE(s.tokens.size(), 4u);
+  auto cancelled = engine->submit(greedy(2, 10));
+  engine->cancel(cancelled->id());
+  engine->run_until_idle();
+  EXPECT_EQ(*cancelled->wait_all().finish_reason, "abort");
+  ops::set_row_independent_linears(false);
+}
+
+TEST(SamplingTest, PenaltiesMinPAndLogprobs) {
+  std::vector<float> logits = {2.0f, 1.0f, 0.5f, -1.0f};
+  SamplingParams p;
+  p.presence_penalty = 1.0f;
+  p.frequency_penalty = 0.5f;
+  PenaltyState st;
+  st.output_counts[0] = 2;
+  apply_penalties(logits.data(), 4, p, st);
+  EXPECT_FLOAT_EQ(logits[0], 2.0f - 1.0f - 1.0f);
+  SamplingParams rep;
+  rep.repetition_penalty = 2.0f;
+  PenaltyState seen;
+  seen.seen = {false, true, false, true};
+  std::vector<float> l2 = {1.0f, 1.0f, 1.0f, -1.0f};
+  apply_penalties(l2.data(), 4, rep, seen);
+  EXPECT_FLOAT_EQ(l2[1], 0.5f);
+  EXPECT_FLOAT_EQ(l2[3], -2.0f);
+  // min_p keeps only tokens within a factor of the best: here only token 0.
+  std::vector<float> l3 = {10.0f, 0.0f, 0.0f, 0.0f};
+  SamplingParams mp;
+  mp.temperature = 1.0f;
+  mp.min_p = 0.1f;
+  Sampler sampler(5);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(sampler.sample(l3.data(), 4, mp), 0);
+  // Log-probabilities of every token sum to 1 in probability.
+  const TokenLogprob lp = token_logprob(logits.data(), 4, 1, 4);
+  double total = 0;
+  for (const auto& t : lp.top) total += std::exp(static_cast<double>(t.logprob));
+  EXPECT_NEAR(total, 1.0, 1e-6);
+  EXPECT_EQ(lp.top.size(), 4u);
+  EXPECT_THROW(validate(SamplingParams{.min_p = 2.0f}), InputError);
+}
+
+}  // namespace
+}  // namespace handoff::engine

