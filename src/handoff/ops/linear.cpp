@@ -263,13 +263,15 @@ size_t LinearWeight::weight_bytes() const {
   return static_cast<size_t>(n_ * k_) * tensor::dtype_size(dtype_);
 }
 
+bool LinearWeight::small_m(int64_t m) { return m <= kSmallMMax; }
+
 void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {
   if (!defined()) fail("LinearWeight::forward on an empty weight");
   if (ldx < 0) ldx = k_;
   if (ldy < 0) ldy = n_;
   if (ldx < k_ || ldy < n_) fail("LinearWeight::forward: ldx {} / ldy {} too small", ldx, ldy);
   if (m <= 0) return;
-  if (m <= kSmallMMax) {
+  if (small_m(m)) {
     impl_->forward_small(x, m, y, ldx, ldy);
   } else {
     impl_->forward_large(x, m, y, ldx, ldy);
