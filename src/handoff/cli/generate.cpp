@@ -170,6 +170,7 @@ void run_generate(const GenerateArgs& args) {
   std::vector<engine::GenerationResult> results;
   std::vector<comm::CommCounts> counts(static_cast<size_t>(ranks));
   bool is_root = false;
+  size_t active_bytes = 0;
   std::mutex mutex;
   runtime::run_ranks(
       backend(args.parallel), popts.tp, popts.pp,
@@ -191,6 +192,7 @@ void run_generate(const GenerateArgs& args) {
         if (comm.topology().rank == root) {
           results = std::move(mine);
           is_root = true;
+          active_bytes = model->active_weight_bytes_per_token();
         }
       });
   if (!is_root) return;  // another MPI process reports
@@ -214,6 +216,8 @@ void run_generate(const GenerateArgs& args) {
              prefill_s > 0 ? static_cast<double>(prefill_tokens) / prefill_s : 0.0);
   fmt::print("decode: {} tokens in {:.3f} s = {:.1f} tokens/s\n", decode_tokens, decode_s,
              decode_s > 0 ? static_cast<double>(decode_tokens) / decode_s : 0.0);
+  // The decode roofline's denominator (bench/bench_moe.sh divides read bandwidth by it).
+  fmt::print("active weight bytes per token: {}\n", active_bytes);
   if (!args.dump.empty()) {
     std::ofstream out(args.dump);
     if (!out) fail_input("--dump {}: cannot write", args.dump);

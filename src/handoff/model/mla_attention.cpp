@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -12,6 +13,25 @@ namespace handoff::model {
 
 using tensor::DType;
 using tensor::Tensor;
+
+namespace {
+
+// body(h) for h in [0, heads). The per-head W_UK / W_UV products are tiny (kv_rank × nope:
+// 32 KiB at bf16); at decode a parallel region per head cost more than the head's work, so the
+// heads share one region, each head's product on one thread. Prefill's oneDNN products run one
+// after another (oneDNN must not be called from inside a region).
+template <typename Body>
+void for_each_head(int64_t heads, int64_t rows, const Body& body) {
+  if (ops::LinearWeight::small_m(rows)) {
+    tensor::parallel_for(heads, 1, [&](int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h) body(h);
+    });
+  } else {
+    for (int64_t h = 0; h < heads; ++h) body(h);
+  }
+}
+
+}  // namespace
 
 MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weights, int64_t layer,
                            HeadRange heads)
@@ -107,13 +127,15 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
   }
 
   // Absorb W_UK into the query: q_abs[t, h] = W_UK[h]ᵀ q_nope[t, h].
-  for (int64_t h = 0; h < heads_; ++h)
+  for_each_head(heads_, t_count, [&](int64_t h) {
     w_uk_t_[static_cast<size_t>(h)].forward(q + h * qk, t_count, q_abs + h * kv_rank_, q_width,
                                             heads_ * kv_rank_);
+  });
   attend(meta, cache, cache_layer, q, q_abs, latent);
-  for (int64_t h = 0; h < heads_; ++h)
+  for_each_head(heads_, t_count, [&](int64_t h) {
     w_uv_[static_cast<size_t>(h)].forward(latent + h * kv_rank_, t_count, o + h * v_dim_,
                                           heads_ * kv_rank_, heads_ * v_dim_);
+  });
   o_proj_.forward(o, t_count, out);
 }
 
@@ -121,32 +143,45 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
                           const float* q, const float* q_abs, float* latent) const {
   const int64_t t_count = meta.num_tokens();
   const int64_t qk = nope_ + rope_dim_;
-  const int64_t work = t_count * heads_;
-  tensor::parallel_for(work, 1, [&](int64_t begin, int64_t end) {
+  // Work items are (token, group of heads). Within an item the key loop is outermost, so each
+  // key's latent row (1 KiB) is read from L2 once and reused from L1 by every head of the
+  // group, instead of the whole key set streaming from L2 once per head. The per (head, key)
+  // arithmetic and its order are unchanged. Groups of 8 heads still give a decode step (one
+  // token, 16 heads) two items, one per thread.
+  constexpr int64_t kHeadGroup = 8;
+  const int64_t groups = (heads_ + kHeadGroup - 1) / kHeadGroup;
+  tensor::parallel_for(t_count * groups, 1, [&](int64_t begin, int64_t end) {
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / heads_;
-      const int64_t h = item % heads_;
+      const int64_t t = item / groups;
+      const int64_t h0 = item % groups * kHeadGroup;
+      const int64_t hn = std::min(kHeadGroup, heads_ - h0);
       const auto& seq = meta.sequences[static_cast<size_t>(meta.token_seq[t])];
       const auto& sel = selected_[static_cast<size_t>(t)];
       const int64_t keys = sel.empty() ? meta.token_pos[t] + 1 : static_cast<int64_t>(sel.size());
-      float* scores = Scratch::thread_local_buffer(0, static_cast<size_t>(keys));
-      const float* qa = q_abs + (t * heads_ + h) * kv_rank_;
-      const float* qpe = q + t * heads_ * qk + h * qk + nope_;
+      float* scores = Scratch::thread_local_buffer(0, static_cast<size_t>(hn * keys));
       auto slot_of = [&](int64_t i) {
         const int64_t pos = sel.empty() ? i : sel[static_cast<size_t>(i)];
         return seq.key_slots[static_cast<size_t>(pos)];
       };
+      const float* qa = q_abs + (t * heads_ + h0) * kv_rank_;
+      const float* qpe = q + t * heads_ * qk + h0 * qk + nope_;
       for (int64_t i = 0; i < keys; ++i) {
         const int64_t slot = slot_of(i);
-        scores[i] = (ops::dot(qa, cache.ckv(cache_layer, slot), kv_rank_) +
-                     ops::dot(qpe, cache.kpe(cache_layer, slot), rope_dim_)) *
-                    softmax_scale_;
+        const float* ckv = cache.ckv(cache_layer, slot);
+        const float* kpe = cache.kpe(cache_layer, slot);
+        for (int64_t h = 0; h < hn; ++h)
+          scores[h * keys + i] = (ops::dot(qa + h * kv_rank_, ckv, kv_rank_) +
+                                  ops::dot(qpe + h * qk, kpe, rope_dim_)) *
+                                 softmax_scale_;
       }
-      ops::softmax(scores, keys);
-      float* lat = latent + (t * heads_ + h) * kv_rank_;
-      std::memset(lat, 0, static_cast<size_t>(kv_rank_) * sizeof(float));
-      for (int64_t i = 0; i < keys; ++i)
-        ops::axpy(scores[i], cache.ckv(cache_layer, slot_of(i)), lat, kv_rank_);
+      for (int64_t h = 0; h < hn; ++h) ops::softmax(scores + h * keys, keys);
+      float* lat = latent + (t * heads_ + h0) * kv_rank_;
+      std::memset(lat, 0, static_cast<size_t>(hn * kv_rank_) * sizeof(float));
+      for (int64_t i = 0; i < keys; ++i) {
+        const float* ckv = cache.ckv(cache_layer, slot_of(i));
+        for (int64_t h = 0; h < hn; ++h)
+          ops::axpy(scores[h * keys + i], ckv, lat + h * kv_rank_, kv_rank_);
+      }
     }
   });
 }

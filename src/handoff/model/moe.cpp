@@ -7,7 +7,9 @@
 #include <cstring>
 #include <limits>
 
+#include "handoff/ops/linear.h"
 #include "handoff/ops/vector_ops.h"
+#include "handoff/tensor/thread_pool.h"
 
 namespace handoff::model {
 
@@ -111,21 +113,61 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
         assigned_[static_cast<size_t>(e)].emplace_back(
             static_cast<int32_t>(r), routing.weights[static_cast<size_t>(r * top_k_ + k)]);
     }
+  // The experts with rows this step, ascending, and where each one's rows start in the
+  // stacked buffers (one row per (row, expert) pair).
+  // Per calling thread, reused across steps; bound to references because the parallel
+  // region's workers must see this thread's vectors, not their own thread_local copies.
+  thread_local std::vector<int32_t> active_tl;
+  thread_local std::vector<int64_t> offsets_tl;
+  std::vector<int32_t>& active = active_tl;    // local experts with rows, ascending
+  std::vector<int64_t>& offsets = offsets_tl;  // per active expert: its first stacked row
+  active.clear();
+  offsets.clear();
+  int64_t total = 0;
+  bool small = true;
   for (int64_t e = 0; e < range_.count; ++e) {
-    const auto& rows_of = assigned_[static_cast<size_t>(e)];
-    if (rows_of.empty()) continue;
-    const auto m = static_cast<int64_t>(rows_of.size());
-    const Mlp& expert = experts_[static_cast<size_t>(e)];
-    float* xin = scratch_.get(4, static_cast<size_t>(m * hidden_));
-    float* yout = scratch_.get(5, static_cast<size_t>(m * hidden_));
-    float* tmp = scratch_.get(6, static_cast<size_t>(m * 3 * expert.intermediate()));
-    for (int64_t i = 0; i < m; ++i)
-      std::memcpy(xin + i * hidden_, x + rows_of[static_cast<size_t>(i)].first * hidden_,
-                  static_cast<size_t>(hidden_) * sizeof(float));
-    expert.forward(xin, m, yout, tmp);
-    for (int64_t i = 0; i < m; ++i) {
-      const auto [row, weight] = rows_of[static_cast<size_t>(i)];
-      ops::axpy(weight, yout + i * hidden_, out + row * hidden_, hidden_);
+    const auto m = static_cast<int64_t>(assigned_[static_cast<size_t>(e)].size());
+    if (m == 0) continue;
+    active.push_back(static_cast<int32_t>(e));
+    offsets.push_back(total);
+    total += m;
+    small = small && ops::LinearWeight::small_m(m);
+  }
+  if (total == 0) return;
+  const int64_t inter = experts_.front().intermediate();
+  float* xin = scratch_.get(4, static_cast<size_t>(total * hidden_));
+  float* yout = scratch_.get(5, static_cast<size_t>(total * hidden_));
+  float* tmp = scratch_.get(6, static_cast<size_t>(total * 3 * inter));
+  for (size_t a = 0; a < active.size(); ++a) {
+    const auto& rows_of = assigned_[static_cast<size_t>(active[a])];
+    for (size_t i = 0; i < rows_of.size(); ++i)
+      std::memcpy(xin + (offsets[a] + static_cast<int64_t>(i)) * hidden_,
+                  x + rows_of[i].first * hidden_, static_cast<size_t>(hidden_) * sizeof(float));
+  }
+  auto run_expert = [&](size_t a) {
+    const auto m = static_cast<int64_t>(assigned_[static_cast<size_t>(active[a])].size());
+    const int64_t off = offsets[a];
+    experts_[static_cast<size_t>(active[a])].forward(xin + off * hidden_, m, yout + off * hidden_,
+                                                      tmp + off * 3 * inter);
+  };
+  if (small) {
+    // Decode: each expert is a few MiB of weights read for a row or two, so a parallel region
+    // per product (two per expert) cost more in fork/join and tail imbalance than the split
+    // gained. One region across the experts instead, each expert on one thread, each weight
+    // still read exactly once.
+    tensor::parallel_for(static_cast<int64_t>(active.size()), 1, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) run_expert(static_cast<size_t>(a));
+    });
+  } else {
+    for (size_t a = 0; a < active.size(); ++a) run_expert(a);
+  }
+  // Weighted sum in ascending expert order, as a per-expert loop would add them.
+  for (size_t a = 0; a < active.size(); ++a) {
+    const auto& rows_of = assigned_[static_cast<size_t>(active[a])];
+    for (size_t i = 0; i < rows_of.size(); ++i) {
+      const auto [row, weight] = rows_of[i];
+      ops::axpy(weight, yout + (offsets[a] + static_cast<int64_t>(i)) * hidden_,
+                out + row * hidden_, hidden_);
     }
   }
 }

@@ -272,6 +272,9 @@ std::atomic<bool> g_row_independent{false};
 void set_row_independent_linears(bool on) { g_row_independent = on; }
 bool row_independent_linears() { return g_row_independent; }
 
+// Row-independent mode never reaches oneDNN, so every M is then safe inside a parallel region.
+bool LinearWeight::small_m(int64_t m) { return m <= kSmallMMax || row_independent_linears(); }
+
 void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {
   if (!defined()) fail("LinearWeight::forward on an empty weight");
   if (ldx < 0) ldx = k_;
@@ -282,7 +285,7 @@ void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int
     for (int64_t i = 0; i < m; ++i) impl_->forward_small(x + i * ldx, 1, y + i * ldy, ldx, ldy);
     return;
   }
-  if (m <= kSmallMMax) {
+  if (small_m(m)) {
     impl_->forward_small(x, m, y, ldx, ldy);
   } else {
     impl_->forward_large(x, m, y, ldx, ldy);

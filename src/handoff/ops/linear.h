@@ -38,6 +38,13 @@ class LinearWeight {
   // rows of y `ldy` apart (default N). Uses the process thread pool.
   void forward(const float* x, int64_t m, float* y, int64_t ldx = -1, int64_t ldy = -1) const;
 
+  // True when forward() with M = m runs the hand-written small-M kernels. Called inside a
+  // parallel region those run on the calling thread alone, so a caller with many small
+  // products (per-head or per-expert weights) may run them as one region across the weights.
+  // Large M goes to oneDNN, whose primitives split work for the thread count they were built
+  // for and so must not be called from inside a region.
+  static bool small_m(int64_t m);
+
  private:
   struct Impl;
   int64_t n_ = 0;

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The bench-moe benchmark (docs/performance.md): memory read bandwidth (stream_read, 1 and 2
+# threads), then `handoff generate` on the bench-moe shape at bf16 — prefill of a 512-token
+# prompt and 128 decode tokens, batch 1 — RUNS times each. Prints the medians, the load average
+# around the runs (the machine may be shared) and decode as a fraction of the roofline
+# (2-thread read bandwidth / active weight bytes per token).
+#
+#   bench/bench_moe.sh                 # build/, models/bench-moe, 2 threads, 3 runs
+#   RUNS=5 THREADS=2 BUILD=build MODEL=models/bench-moe bench/bench_moe.sh
+#   HANDOFF=/path/to/other/handoff bench/bench_moe.sh   # e.g. a build of an older commit
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+MODEL=${MODEL:-models/bench-moe}
+RUNS=${RUNS:-3}
+THREADS=${THREADS:-2}
+PROMPT_LEN=${PROMPT_LEN:-512}
+DECODE=${DECODE:-128}
+DTYPE=${DTYPE:-bf16}
+BIN=$BUILD/bin
+HANDOFF=${HANDOFF:-$BIN/handoff}  # another build of handoff to compare against
+
+for b in handoff stream_read; do
+  [[ -x $BIN/$b ]] || { echo "missing $BIN/$b: build first (see README)" >&2; exit 1; }
+done
+if [[ ! -f $MODEL/config.json ]]; then
+  echo "making $MODEL (about 2.5 GB)..."
+  "$HANDOFF" make-model --family deepseek_v3 --preset bench-moe --seed 1 --dtype bf16 \
+    --out "$MODEL"
+fi
+
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+echo "host: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# Memory read bandwidth: Google Benchmark repetitions, medians of GB/s per thread count.
+sr_json=$(mktemp)
+trap 'rm -f "$sr_json"' EXIT
+"$BIN/stream_read" --benchmark_repetitions="$RUNS" --benchmark_format=json \
+  --benchmark_out="$sr_json" --benchmark_out_format=json > /dev/null
+bw() {  # median GB/s of the stream_read runs with $1 threads
+  jq -r --argjson t "$1" \
+    '.benchmarks[] | select(.run_type == "iteration" and .threads == $t) | ."GB/s" / 1e9' \
+    "$sr_json" | median
+}
+bw1=$(bw 1)
+bw2=$(bw 2)
+printf 'stream_read: 1 thread %.2f GB/s, 2 threads %.2f GB/s (median of %d)\n' "$bw1" "$bw2" "$RUNS"
+
+prompt=$(seq -s, 1 "$PROMPT_LEN")
+prefill=()
+decode=()
+active=""
+for ((i = 1; i <= RUNS; ++i)); do
+  out=$("$HANDOFF" generate --model "$MODEL" --prompt-ids "$prompt" \
+    --max-new-tokens "$DECODE" --dtype "$DTYPE" --threads "$THREADS" 2>&1)
+  p=$(sed -n 's/^prefill: .* = \([0-9.]*\) tokens\/s$/\1/p' <<< "$out")
+  d=$(sed -n 's/^decode: .* = \([0-9.]*\) tokens\/s$/\1/p' <<< "$out")
+  active=$(sed -n 's/^active weight bytes per token: \([0-9]*\)$/\1/p' <<< "$out")
+  [[ -n $p && -n $d ]] || { echo "$out" >&2; exit 1; }
+  echo "run $i: prefill $p tokens/s, decode $d tokens/s (load $(cut -d' ' -f1 /proc/loadavg))"
+  prefill+=("$p")
+  decode+=("$d")
+done
+p_med=$(printf '%s\n' "${prefill[@]}" | median)
+d_med=$(printf '%s\n' "${decode[@]}" | median)
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "median of $RUNS: prefill ($PROMPT_LEN tokens) $p_med tokens/s, decode ($DECODE tokens) $d_med tokens/s ($THREADS threads, $DTYPE)"
+awk -v bw="$bw2" -v a="$active" -v d="$d_med" 'BEGIN {
+  roof = bw * 1e9 / a
+  printf "roofline: %.2f GB/s / %.1f MB per token = %.1f tokens/s; decode at %.1f %% of it\n",
+         bw, a / 1e6, roof, 100 * d / roof
+}'
