@@ -1,6 +1,7 @@
 #pragma once
 // Runs the golden models on every parallel layout of the test matrix, all ranks as threads of
 // this process (local backend).
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@ struct MatrixEntry {
   parallel::ParallelOptions options;
   std::string name;
 };
+// gtest prints parameters with this instead of their bytes.
+inline void PrintTo(const MatrixEntry& entry, std::ostream* os) { *os << entry.name; }
 
 // Every valid (tp, pp) in {1,2,4} x {1,2,3} x sp {off,on} x boundary {full,shard} x policy
 // {keep,guard}: SP needs tp > 1; boundary and policy apply only with pp > 1 and SP on.
