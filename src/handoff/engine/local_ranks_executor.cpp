@@ -1,11 +1,49 @@
 #include "handoff/engine/local_ranks_executor.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "handoff/error.h"
 #include "handoff/tensor/thread_pool.h"
 
 namespace handoff::engine {
+namespace {
+
+// Splits the step's chunks into at most `count` contiguous groups of similar token counts.
+std::vector<std::vector<model::SequenceChunk>> micro_batches(
+    const std::vector<model::SequenceChunk>& chunks, int count) {
+  const auto groups =
+      static_cast<size_t>(std::max(1, std::min<int>(count, static_cast<int>(chunks.size()))));
+  int64_t total = 0;
+  for (const auto& c : chunks) total += static_cast<int64_t>(c.tokens.size());
+  std::vector<std::vector<model::SequenceChunk>> out(1);
+  int64_t done = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    // Close a group once it reaches its share of the tokens, leaving one chunk per later group.
+    const int64_t share = total * static_cast<int64_t>(out.size()) / static_cast<int64_t>(groups);
+    if (!out.back().empty() && out.size() < groups && done >= share &&
+        chunks.size() - i >= groups - out.size())
+      out.emplace_back();
+    out.back().push_back(chunks[i]);
+    done += static_cast<int64_t>(chunks[i].tokens.size());
+  }
+  return out;
+}
+
+tensor::Tensor concat_rows(const std::vector<tensor::Tensor>& parts) {
+  if (parts.size() == 1) return parts[0];
+  int64_t rows = 0;
+  for (const auto& p : parts) rows += p.size(0);
+  tensor::Tensor out = tensor::Tensor::empty({rows, parts[0].size(1)}, tensor::DType::kF32);
+  size_t offset = 0;
+  for (const auto& p : parts) {
+    std::memcpy(static_cast<uint8_t*>(out.raw()) + offset, p.raw(), p.nbytes());
+    offset += p.nbytes();
+  }
+  return out;
+}
+
+}  // namespace
 
 LocalRanksExecutor::LocalRanksExecutor(const std::string& model_dir, const model::LoadOptions& load,
                                        std::chrono::milliseconds timeout, int64_t num_blocks,
@@ -13,6 +51,7 @@ LocalRanksExecutor::LocalRanksExecutor(const std::string& model_dir, const model
     : config_(model::load_config(model_dir + "/config.json")) {
   const auto& o = load.parallel;
   ranks_ = o.tp * o.pp;
+  pp_ = o.pp;
   root_ = (o.pp - 1) * o.tp;
   world_ = comm::make_local_world(o.tp, o.pp, timeout);
   // Ranks share the machine: each gets cores / ranks kernel threads, at least one.
@@ -84,8 +123,14 @@ void LocalRanksExecutor::rank_main(int rank, const std::string& model_dir, model
       chunks = chunks_;
     }
     try {
-      tensor::Tensor logits = model->forward(*chunks, *cache);
+      // With pp > 1 the step runs as micro-batches in program order on every rank. A stage
+      // hands a micro-batch off without waiting (sends are buffered) and starts the next, so
+      // stage s works on micro-batch m while stage s + 1 works on m - 1.
+      const auto groups = micro_batches(*chunks, pp_);
+      std::vector<tensor::Tensor> parts;
+      for (const auto& group : groups) parts.push_back(model->forward(group, *cache));
       if (rank == root_) {
+        tensor::Tensor logits = concat_rows(parts);
         std::lock_guard lock(mutex_);
         logits_ = std::move(logits);
       }

@@ -2,7 +2,8 @@
 // Runs each engine step on a multi-rank layout of the local backend: every rank is a thread of
 // this process that loads its part of the model (its stage, heads, experts) and its own cache.
 // step() publishes the chunks to every rank, each runs its part of the forward (the ranks talk
-// through their communicators), and the last stage's first tp rank hands back the logits.
+// through their communicators), and the last stage's first tp rank hands back the logits. With
+// pp > 1 a step of several sequences runs as up to pp micro-batches in flight at once.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -39,6 +40,7 @@ class LocalRanksExecutor : public Executor {
 
   model::ModelConfig config_;
   int ranks_ = 1;
+  int pp_ = 1;
   int root_ = 0;
   std::vector<std::unique_ptr<comm::Communicator>> world_;
   std::vector<std::thread> threads_;
