@@ -69,6 +69,8 @@ class Engine {
   void run_until_idle();
 
   EngineStats stats() const;
+  // Collectives counted so far by the model's ranks in this process (empty for one rank).
+  comm::CommCounts comm_counts() const { return executor_->comm_counts(); }
   int64_t in_flight() const;
 
  private:

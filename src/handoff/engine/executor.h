@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "handoff/cache/paged_cache.h"
+#include "handoff/comm/communicator.h"
 #include "handoff/model/batch.h"
 #include "handoff/model/config.h"
 #include "handoff/model/model.h"
@@ -19,6 +20,8 @@ class Executor {
   virtual const model::ModelConfig& config() const = 0;
   // f32 logits [chunks, vocab].
   virtual tensor::Tensor step(const std::vector<model::SequenceChunk>& chunks) = 0;
+  // What the ranks' collectives counted so far, summed over the ranks; safe from any thread.
+  virtual comm::CommCounts comm_counts() const { return {}; }
 };
 
 // One rank in the calling thread: the model and its whole cache.

@@ -150,7 +150,20 @@ tensor::Tensor LocalRanksExecutor::step(const std::vector<model::SequenceChunk>&
   ++step_id_;
   cv_.notify_all();
   wait_for_ranks(lock);
+  // The ranks are idle until the next step: their counters can be read now.
+  counts_.clear();
+  for (const auto& comm : world_)
+    for (const auto& [key, stats] : comm->counts()) {
+      auto& sum = counts_[key];
+      sum.calls += stats.calls;
+      sum.bytes += stats.bytes;
+    }
   return std::move(logits_);
+}
+
+comm::CommCounts LocalRanksExecutor::comm_counts() const {
+  std::lock_guard lock(mutex_);
+  return counts_;
 }
 
 }  // namespace handoff::engine

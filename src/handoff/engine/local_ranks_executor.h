@@ -31,6 +31,7 @@ class LocalRanksExecutor : public Executor {
 
   const model::ModelConfig& config() const override { return config_; }
   tensor::Tensor step(const std::vector<model::SequenceChunk>& chunks) override;
+  comm::CommCounts comm_counts() const override;
 
  private:
   void rank_main(int rank, const std::string& model_dir, model::LoadOptions load,
@@ -44,7 +45,8 @@ class LocalRanksExecutor : public Executor {
   int root_ = 0;
   std::vector<std::unique_ptr<comm::Communicator>> world_;
   std::vector<std::thread> threads_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  comm::CommCounts counts_;  // summed over ranks after the last step, read by /metrics
   std::condition_variable cv_;
   uint64_t step_id_ = 0;  // bumped for every published step
   int reported_ = 0;      // ranks done with the current phase

@@ -92,7 +92,7 @@ void HttpServer::install_routes() {
       std::lock_guard lock(counts_mutex_);
       counts = counts_;
     }
-    res.set_content(render_metrics(engine_.stats(), counts, comm::CommCounts{}),
+    res.set_content(render_metrics(engine_.stats(), counts, engine_.comm_counts()),
                     "text/plain; version=0.0.4");
   });
   svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
