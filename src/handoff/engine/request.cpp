@@ -20,20 +20,27 @@ bool RequestStream::pop(RequestEvent& event, std::chrono::milliseconds timeout) 
 
 RequestEvent RequestStream::wait_all() {
   RequestEvent all;
-  for (;;) {
-    RequestEvent e;
-    if (!pop(e, std::chrono::milliseconds(1000))) continue;
+  while (!collect(all, std::chrono::milliseconds(1000))) {
+  }
+  return all;
+}
+
+bool RequestStream::collect(RequestEvent& all, std::chrono::milliseconds timeout) {
+  RequestEvent e;
+  while (pop(e, timeout)) {
     all.tokens.insert(all.tokens.end(), e.tokens.begin(), e.tokens.end());
     all.text += e.text;
     all.logprobs.insert(all.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
     all.prompt_tokens = e.prompt_tokens;
     all.completion_tokens = e.completion_tokens;
-    if (e.finish_reason) {
+    if (e.finish_reason || !e.error.empty()) {
       all.finish_reason = e.finish_reason;
       all.error = e.error;
-      return all;
+      return true;
     }
+    timeout = std::chrono::milliseconds(0);  // drain what is queued, then report progress
   }
+  return false;
 }
 
 }  // namespace handoff::engine

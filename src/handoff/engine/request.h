@@ -58,6 +58,8 @@ class RequestStream {
   bool pop(RequestEvent& event, std::chrono::milliseconds timeout);
   // Blocks until the final event and returns every event merged into one.
   RequestEvent wait_all();
+  // Adds the events that arrive within `timeout` to `all`; true once the request finished.
+  bool collect(RequestEvent& all, std::chrono::milliseconds timeout);
 
  private:
   uint64_t id_;

@@ -49,11 +49,15 @@ struct StreamState {
 }  // namespace
 
 HttpServer::HttpServer(const ServerOptions& options, engine::Engine& engine, ProtocolContext ctx)
-    : options_(options), engine_(engine), ctx_(std::move(ctx)),
+    : options_(options),
+      engine_(engine),
+      ctx_(std::move(ctx)),
       server_(std::make_unique<httplib::Server>()) {
   const int threads = options.http_threads;
   // httplib owns the queue it gets from this factory (its API takes a raw pointer).
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  server_->new_task_queue = [threads] {
+    return new httplib::ThreadPool(static_cast<size_t>(threads));
+  };
   server_->set_read_timeout(60, 0);
   server_->set_write_timeout(60, 0);
   server_->set_payload_max_length(size_t{64} << 20);
@@ -106,12 +110,14 @@ void HttpServer::install_routes() {
     count("/v1/models", 200);
   });
   auto generate = [this](Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
-    const std::string path = endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions";
+    const std::string path =
+        endpoint == Endpoint::kChat ? "/v1/chat/completions" : "/v1/completions";
     auto guard = std::make_unique<ActiveGuard>(active_);
     ParsedRequest parsed;
     std::shared_ptr<engine::RequestStream> stream;
     try {
-      if (draining_) throw ApiError(503, "the server is shutting down", "", "overloaded", "server_error");
+      if (draining_)
+        throw ApiError(503, "the server is shutting down", "", "overloaded", "server_error");
       parsed = parse_request(endpoint, req.body, ctx_);
       stream = engine_.submit(parsed.request);
     } catch (const ApiError& e) {
@@ -135,21 +141,41 @@ void HttpServer::install_routes() {
         fmt::format("{}-{}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl", stream->id());
     const int64_t created = unix_now();
     count(path, 200);
-    if (!parsed.stream) {
-      const engine::RequestEvent all = stream->wait_all();
-      if (!all.error.empty()) {
-        send_error(res, ApiError(500, all.error, "", "internal_error", "server_error"));
-        return;
-      }
-      res.set_content(to_text(make_response(parsed, id, created, all, ctx_)), "application/json");
-      return;
-    }
     auto state = std::make_shared<StreamState>();
     state->parsed = std::move(parsed);
     state->stream = stream;
     state->id = id;
     state->created = created;
     state->guard = std::move(guard);
+    auto release = [this, state](bool) {
+      if (!state->done) {
+        log::info("request {}: client disconnected, cancelling", state->id);
+        engine_.cancel(state->stream->id());
+      }
+      state->guard.reset();
+    };
+    if (!state->parsed.stream) {
+      // Written in one piece when done, but through a content provider so that a client that
+      // leaves while it waits is noticed (the releaser cancels its sequence).
+      auto all = std::make_shared<engine::RequestEvent>();
+      res.set_chunked_content_provider(
+          "application/json",
+          [this, state, all](size_t, httplib::DataSink& sink) {
+            if (!sink.is_writable()) return false;
+            if (!state->stream->collect(*all, std::chrono::milliseconds(100))) return true;
+            const std::string body =
+                all->error.empty()
+                    ? to_text(make_response(state->parsed, state->id, state->created, *all, ctx_))
+                    : to_text(error_body(
+                          ApiError(500, all->error, "", "internal_error", "server_error")));
+            state->done = true;
+            sink.write(body.data(), body.size());
+            sink.done();
+            return true;
+          },
+          release);
+      return;
+    }
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -167,7 +193,9 @@ void HttpServer::install_routes() {
           if (!state->stream->pop(e, std::chrono::milliseconds(100))) return true;
           if (!e.error.empty()) {
             const std::string line =
-                "data: " + to_text(error_body(ApiError(500, e.error, "", "internal_error", "server_error"))) + "\n\n";
+                "data: " +
+                to_text(error_body(ApiError(500, e.error, "", "internal_error", "server_error"))) +
+                "\n\n";
             sink.write(line.data(), line.size());
             state->done = true;
             sink.done();
@@ -187,13 +215,7 @@ void HttpServer::install_routes() {
           }
           return true;
         },
-        [this, state](bool) {
-          if (!state->done) {
-            log::info("request {}: client disconnected, cancelling", state->id);
-            engine_.cancel(state->stream->id());
-          }
-          state->guard.reset();
-        });
+        release);
   };
   svr.Post("/v1/completions", [generate](const httplib::Request& req, httplib::Response& res) {
     generate(Endpoint::kCompletions, req, res);
@@ -204,8 +226,10 @@ void HttpServer::install_routes() {
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     if (res.status == 404) {
-      res.set_content(to_text(error_body(ApiError(404, fmt::format("no route {} {}", req.method, req.path), "", "not_found"))),
-                      "application/json");
+      res.set_content(
+          to_text(error_body(
+              ApiError(404, fmt::format("no route {} {}", req.method, req.path), "", "not_found"))),
+          "application/json");
     }
   });
 }
@@ -224,8 +248,9 @@ void HttpServer::run(const std::function<void(int)>& on_listening) {
 
 void HttpServer::shutdown() {
   draining_ = true;
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(options_.drain_timeout_s * 1000));
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(options_.drain_timeout_s * 1000));
   while ((active_ > 0 || engine_.in_flight() > 0) && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (active_ > 0 || engine_.in_flight() > 0)
