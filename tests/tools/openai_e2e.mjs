@@ -19,6 +19,16 @@ assert.equal(completion.usage.completion_tokens, 8);
 assert.equal(completion.choices[0].finish_reason, "length");
 console.log(`completion: ${JSON.stringify(completion.choices[0].text)}`);
 
+// A stop string taken from the middle of the greedy text ends the same request right before it.
+{
+  const text = completion.choices[0].text;
+  const stop = text.slice(Math.floor(text.length / 2), Math.floor(text.length / 2) + 3);
+  const stopped = await client.completions.create({ model, prompt: "The capital of France is", max_tokens: 8, temperature: 0, stop: [stop] });
+  assert.equal(stopped.choices[0].finish_reason, "stop");
+  assert.equal(stopped.choices[0].text, text.slice(0, text.indexOf(stop)));
+  console.log("stop string: ok");
+}
+
 const chat = await client.chat.completions.create({ model, messages: [{ role: "user", content: "Hello!" }], max_tokens: 8, temperature: 0 });
 assert.equal(chat.choices[0].message.role, "assistant");
 assert.equal(chat.usage.completion_tokens, 8);
