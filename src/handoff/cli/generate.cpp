@@ -163,6 +163,7 @@ void run_generate(const GenerateArgs& args) {
   options.sampling = args.sampling;
   options.record = !args.dump.empty();
   options.fail_rank = args.fail_rank;
+  if (tokenizer) options.sample_vocab = tokenizer->vocab_size();
   options.fail_at_step = args.fail_at_step;
 
   const int ranks = popts.tp * popts.pp;

@@ -1,5 +1,6 @@
 #include "handoff/engine/generator.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "handoff/error.h"
@@ -88,7 +89,9 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt,
     // The last stage samples; with several ranks its first tp rank broadcasts the token.
     int32_t sampled = 0;
     if (logits.defined())
-      sampled = sampler.sample(logits.data<float>() + (logits.size(0) - 1) * vocab, vocab,
+      sampled = sampler.sample(logits.data<float>() + (logits.size(0) - 1) * vocab,
+                               options.sample_vocab > 0 ? std::min(vocab, options.sample_vocab)
+                                                        : vocab,
                                options.sampling);
     if (comm::Communicator* comm = model_.comm(); comm != nullptr && comm->topology().world_size() > 1) {
       comm->set_scope(parallel::sample_scope());

@@ -17,6 +17,9 @@ struct GenerationOptions {
   int64_t prefill_chunk = 0;  // 0: the whole prompt in one step
   SamplingParams sampling;
   bool record = false;  // keep logits and traces
+  // Sample only ids below this (the tokenizer's size when the model's vocab is padded past
+  // it); 0: the whole vocabulary.
+  int64_t sample_vocab = 0;
   // Fault injection for tests: world rank `fail_rank` throws before its forward number
   // `fail_at_step` (0-based, counting every forward this generator ran).
   int fail_rank = -1;
