@@ -20,8 +20,9 @@ if [[ ! -f $model/tokenizer.json ]]; then
 fi
 # The demo's own command on the same model: text in, text out, never an id the tokenizer lacks
 # (the model's vocab is padded past the tokenizer's).
-"$handoff" generate --model "$model" --prompt "The capital of France is" --max-new-tokens 48 \
-  "$@" | grep -q "generated text:" || { echo "generate --prompt failed"; exit 1; }
+generated=$("$handoff" generate --model "$model" --prompt "The capital of France is" \
+  --max-new-tokens 48 "$@")
+[[ $generated == *"generated text:"* ]] || { echo "generate --prompt printed no text"; exit 1; }
 log="$work/serve-$$.log"
 "$handoff" serve --model "$model" --dtype f32 --port 0 --kv-cache-tokens 16384 "$@" >"$log" 2>&1 &
 server=$!
