@@ -39,6 +39,16 @@ std::vector<MatrixEntry> parallel_matrix() {
   return out;
 }
 
+std::unique_ptr<model::Model> load_rank_f32(const std::string& model_dir,
+                                            const parallel::ParallelOptions& options,
+                                            comm::Communicator& comm) {
+  model::LoadOptions load;
+  load.dtype = tensor::DType::kF32;
+  load.parallel = options;
+  load.comm = &comm;
+  return model::Model::load(model_dir, load);
+}
+
 engine::GenerationResult run_parallel_teacher_forced(const std::string& model_dir,
                                                      const parallel::ParallelOptions& options,
                                                      const std::vector<int32_t>& prompt,
@@ -48,11 +58,7 @@ engine::GenerationResult run_parallel_teacher_forced(const std::string& model_di
   const int root = (options.pp - 1) * options.tp;
   runtime::run_ranks(runtime::Backend::kLocal, options.tp, options.pp, std::chrono::seconds(60),
                      [&](comm::Communicator& comm) {
-                       model::LoadOptions load;
-                       load.dtype = tensor::DType::kF32;
-                       load.parallel = options;
-                       load.comm = &comm;
-                       auto model = model::Model::load(model_dir, load);
+                       auto model = load_rank_f32(model_dir, options, comm);
                        engine::GenerationOptions go;
                        go.max_new_tokens = static_cast<int64_t>(forced.size());
                        go.record = true;
@@ -79,11 +85,7 @@ StepMeasurement measure_prefill_step(const std::string& model_dir,
   std::mutex mutex;
   runtime::run_ranks(runtime::Backend::kLocal, options.tp, options.pp, std::chrono::seconds(60),
                      [&](comm::Communicator& comm) {
-                       model::LoadOptions load;
-                       load.dtype = tensor::DType::kF32;
-                       load.parallel = options;
-                       load.comm = &comm;
-                       auto model = model::Model::load(model_dir, load);
+                       auto model = load_rank_f32(model_dir, options, comm);
                        const auto n = static_cast<int64_t>(prompt.size());
                        cache::BlockManager blocks((n + 3) / 4, 4);
                        cache::PagedCache cache(model->cache_shape((n + 3) / 4, 4));

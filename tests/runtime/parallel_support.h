@@ -1,12 +1,14 @@
 #pragma once
 // Runs the golden models on every parallel layout of the test matrix, all ranks as threads of
 // this process (local backend).
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "handoff/comm/communicator.h"
 #include "handoff/engine/generator.h"
+#include "handoff/model/model.h"
 #include "handoff/parallel/plan.h"
 #include "handoff/tensor/dtype.h"
 
@@ -22,6 +24,11 @@ inline void PrintTo(const MatrixEntry& entry, std::ostream* os) { *os << entry.n
 // Every valid (tp, pp) in {1,2,4} x {1,2,3} x sp {off,on} x boundary {full,shard} x policy
 // {keep,guard}: SP needs tp > 1; boundary and policy apply only with pp > 1 and SP on.
 std::vector<MatrixEntry> parallel_matrix();
+
+// This rank's part of the model at f32.
+std::unique_ptr<model::Model> load_rank_f32(const std::string& model_dir,
+                                            const parallel::ParallelOptions& options,
+                                            comm::Communicator& comm);
 
 // Teacher-forced generation on all ranks; returns the sampling rank's result.
 engine::GenerationResult run_parallel_teacher_forced(const std::string& model_dir,

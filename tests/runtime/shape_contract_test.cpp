@@ -10,6 +10,7 @@
 #include "handoff/model/model.h"
 #include "handoff/model/model_maker.h"
 #include "handoff/runtime/rank_launcher.h"
+#include "parallel_support.h"
 
 namespace handoff::testing {
 namespace {
@@ -49,11 +50,7 @@ TEST(ShapeContract, RowsSentReceivedAndProfiledFollowTheContract) {
         std::vector<std::string> failures;
         runtime::run_ranks(runtime::Backend::kLocal, tp, 2, std::chrono::seconds(60),
                            [&](comm::Communicator& comm) {
-                             model::LoadOptions load;
-                             load.dtype = tensor::DType::kF32;
-                             load.parallel = o;
-                             load.comm = &comm;
-                             auto m = model::Model::load(dir, load);
+                             auto m = load_rank_f32(dir, o, comm);
                              cache::BlockManager blocks(10, 4);
                              cache::PagedCache cache(m->cache_shape(10, 4));
                              for (int64_t n = 1; n <= 40; ++n) {
