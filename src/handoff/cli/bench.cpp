@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -47,9 +48,9 @@ RequestTiming one_request(const ServeBenchFlags& f, const std::vector<int32_t>& 
   RequestTiming t;
   httplib::Client cli(f.url);
   cli.set_read_timeout(600, 0);
-  nlohmann::json body = {{"prompt", prompt},       {"max_tokens", f.bench.output_len},
-                         {"temperature", 0.0},     {"ignore_eos", true},
-                         {"stream", true},         {"stream_options", {{"include_usage", true}}}};
+  nlohmann::json body = {{"prompt", prompt},   {"max_tokens", f.bench.output_len},
+                         {"temperature", 0.0}, {"ignore_eos", true},
+                         {"stream", true},     {"stream_options", {{"include_usage", true}}}};
   if (!f.model.empty()) body["model"] = f.model;
   httplib::Request req;
   req.method = "POST";
@@ -107,9 +108,10 @@ RequestTiming one_request(const ServeBenchFlags& f, const std::vector<int32_t>& 
   return t;
 }
 
-void run_bench_serve(const ServeBenchFlags& f) {
-  check(f.bench);
-  const auto& b = f.bench;
+// The closed loop both benches share: `concurrency` workers take prompt indices in turn until
+// all are done, each running one request; returns the timings and the wall time.
+std::pair<std::vector<RequestTiming>, double> run_closed_loop(
+    const BenchFlags& b, const std::function<RequestTiming(int64_t)>& one) {
   std::vector<RequestTiming> timings(static_cast<size_t>(b.num_prompts));
   std::atomic<int64_t> next{0};
   ProgressBar bar(b.num_prompts);
@@ -118,14 +120,23 @@ void run_bench_serve(const ServeBenchFlags& f) {
   for (int w = 0; w < b.concurrency; ++w)
     workers.emplace_back([&] {
       for (int64_t i; (i = next++) < b.num_prompts;) {
-        timings[static_cast<size_t>(i)] = one_request(
-            f, random_prompt(b.seed + static_cast<uint64_t>(i), b.input_len, b.token_lo, b.token_hi));
+        timings[static_cast<size_t>(i)] = one(i);
         bar.tick();
       }
     });
   for (auto& w : workers) w.join();
   bar.finish();
-  print_report("handoff bench serve " + f.url, timings, seconds(Clock::now() - start), b.concurrency);
+  return {std::move(timings), seconds(Clock::now() - start)};
+}
+
+void run_bench_serve(const ServeBenchFlags& f) {
+  check(f.bench);
+  const auto& b = f.bench;
+  const auto [timings, wall] = run_closed_loop(b, [&](int64_t i) {
+    return one_request(
+        f, random_prompt(b.seed + static_cast<uint64_t>(i), b.input_len, b.token_lo, b.token_hi));
+  });
+  print_report("handoff bench serve " + f.url, timings, wall, b.concurrency);
 }
 
 struct OfflineBenchFlags {
@@ -139,51 +150,44 @@ void run_bench_offline(const OfflineBenchFlags& f) {
   LoadedEngine loaded = load_engine(f.engine);
   engine::Engine& eng = *loaded.engine;
   eng.start();
-  std::vector<RequestTiming> timings(static_cast<size_t>(b.num_prompts));
-  std::atomic<int64_t> next{0};
-  ProgressBar bar(b.num_prompts);
-  const auto start = Clock::now();
-  std::vector<std::thread> workers;
-  for (int w = 0; w < b.concurrency; ++w)
-    workers.emplace_back([&] {
-      for (int64_t i; (i = next++) < b.num_prompts;) {
-        RequestTiming& t = timings[static_cast<size_t>(i)];
-        engine::Request r;
-        r.prompt = random_prompt(b.seed + static_cast<uint64_t>(i), b.input_len, b.token_lo,
-                                 std::min<int32_t>(b.token_hi, static_cast<int32_t>(eng.config().vocab_size)));
-        r.max_tokens = b.output_len;
-        r.ignore_eos = true;
-        const auto t0 = Clock::now();
-        std::optional<Clock::time_point> last;
-        try {
-          auto stream = eng.submit(std::move(r));
-          for (;;) {
-            engine::RequestEvent e;
-            if (!stream->pop(e, std::chrono::milliseconds(1000))) continue;
-            const auto now = Clock::now();
-            if (!e.tokens.empty()) {
-              if (!last) t.ttft = seconds(now - t0); else t.itl.push_back(seconds(now - *last));
-              last = now;
-            }
-            if (e.finish_reason) {
-              t.prompt_tokens = e.prompt_tokens;
-              t.output_tokens = e.completion_tokens;
-              t.ok = e.error.empty();
-              t.error = e.error;
-              break;
-            }
-          }
-        } catch (const std::exception& e) {
-          t.error = e.what();
+  const auto [timings, wall] = run_closed_loop(b, [&](int64_t i) {
+    RequestTiming t;
+    engine::Request r;
+    r.prompt =
+        random_prompt(b.seed + static_cast<uint64_t>(i), b.input_len, b.token_lo,
+                      std::min<int32_t>(b.token_hi, static_cast<int32_t>(eng.config().vocab_size)));
+    r.max_tokens = b.output_len;
+    r.ignore_eos = true;
+    const auto t0 = Clock::now();
+    std::optional<Clock::time_point> last;
+    try {
+      auto stream = eng.submit(std::move(r));
+      for (;;) {
+        engine::RequestEvent e;
+        if (!stream->pop(e, std::chrono::milliseconds(1000))) continue;
+        const auto now = Clock::now();
+        if (!e.tokens.empty()) {
+          if (!last)
+            t.ttft = seconds(now - t0);
+          else
+            t.itl.push_back(seconds(now - *last));
+          last = now;
         }
-        t.latency = seconds(Clock::now() - t0);
-        bar.tick();
+        if (e.finish_reason) {
+          t.prompt_tokens = e.prompt_tokens;
+          t.output_tokens = e.completion_tokens;
+          t.ok = e.error.empty();
+          t.error = e.error;
+          break;
+        }
       }
-    });
-  for (auto& w : workers) w.join();
-  bar.finish();
-  print_report("handoff bench offline " + f.engine.model_dir, timings,
-               seconds(Clock::now() - start), b.concurrency);
+    } catch (const std::exception& e) {
+      t.error = e.what();
+    }
+    t.latency = seconds(Clock::now() - t0);
+    return t;
+  });
+  print_report("handoff bench offline " + f.engine.model_dir, timings, wall, b.concurrency);
   eng.stop();
 }
 
@@ -191,7 +195,8 @@ void add_bench_flags(CLI::App& cmd, BenchFlags& b) {
   cmd.add_option("--concurrency", b.concurrency, "Requests in flight")->capture_default_str();
   cmd.add_option("--num-prompts", b.num_prompts, "Requests in all")->capture_default_str();
   cmd.add_option("--input-len", b.input_len, "Prompt tokens (random ids)")->capture_default_str();
-  cmd.add_option("--output-len", b.output_len, "Generated tokens (ignore_eos)")->capture_default_str();
+  cmd.add_option("--output-len", b.output_len, "Generated tokens (ignore_eos)")
+      ->capture_default_str();
   cmd.add_option("--seed", b.seed, "Prompt seed")->capture_default_str();
 }
 
