@@ -73,9 +73,9 @@ struct Run {
 };
 
 std::unique_ptr<Engine> make_engine(int64_t num_blocks, int64_t budget = 512) {
-  ops::set_row_independent_linears(true);
   model::LoadOptions load;
   load.dtype = tensor::DType::kF32;
+  load.batch_invariant = true;
   auto model = model::Model::load(kModel, load);
   EngineOptions o;
   o.block_size = 4;
@@ -118,7 +118,6 @@ TEST(ServingEngineTest, BatchGivesTheGreedyTokensOfSingleRequestsAtF32) {
     for (auto& s : streams) batched.push_back(s->wait_all().tokens);
   }
   for (int i = 0; i < kRequests; ++i) EXPECT_EQ(batched[i], alone[i]) << "request " << i;
-  ops::set_row_independent_linears(false);
 }
 
 TEST(ServingEngineTest, PreemptionByRecomputeKeepsGreedyTokens) {
@@ -133,7 +132,6 @@ TEST(ServingEngineTest, PreemptionByRecomputeKeepsGreedyTokens) {
     if (blocks == 12) EXPECT_GT(engine->stats().preemptions, 0u);
   }
   EXPECT_EQ(tight, roomy);
-  ops::set_row_independent_linears(false);
 }
 
 TEST(ServingEngineTest, StopTokenIdsAndMaxTokensAndCancel) {
@@ -154,7 +152,6 @@ TEST(ServingEngineTest, StopTokenIdsAndMaxTokensAndCancel) {
   engine->cancel(cancelled->id());
   engine->run_until_idle();
   EXPECT_EQ(*cancelled->wait_all().finish_reason, "abort");
-  ops::set_row_independent_linears(false);
 }
 
 TEST(SamplingTest, PenaltiesMinPAndLogprobs) {

@@ -8,7 +8,6 @@
 #include "handoff/error.h"
 #include "handoff/log.h"
 #include "handoff/model/model.h"
-#include "handoff/ops/linear.h"
 #include "handoff/tensor/thread_pool.h"
 
 namespace handoff::cli {
@@ -47,7 +46,7 @@ LoadedEngine load_engine(const EngineFlags& f) {
   // Batch invariance: at f32 every linear computes each row on its own (see
   // docs/architecture.md, "Batch invariance"), so a request's greedy tokens do not depend on
   // what else is in the batch.
-  ops::set_row_independent_linears(load.dtype == tensor::DType::kF32);
+  load.batch_invariant = load.dtype == tensor::DType::kF32;
   // One rank loads here; a multi-rank layout loads inside the executor, one thread per rank.
   std::unique_ptr<model::Model> model;
   const model::ModelConfig config = model::load_config(f.model_dir + "/config.json");

@@ -21,8 +21,9 @@ namespace {
 // heads share one region, each head's product on one thread. Prefill's oneDNN products run one
 // after another (oneDNN must not be called from inside a region).
 template <typename Body>
-void for_each_head(int64_t heads, int64_t rows, const Body& body) {
-  if (ops::LinearWeight::small_m(rows)) {
+void for_each_head(const std::vector<ops::LinearWeight>& per_head, int64_t rows, const Body& body) {
+  const auto heads = static_cast<int64_t>(per_head.size());
+  if (heads > 0 && per_head.front().small_m(rows)) {
     tensor::parallel_for(heads, 1, [&](int64_t h0, int64_t h1) {
       for (int64_t h = h0; h < h1; ++h) body(h);
     });
@@ -55,11 +56,9 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
   kv_a_norm_ = weights.f32(p + "kv_a_layernorm.weight", {kv_rank_});
 
   const Tensor q_b = weights.matrix(p + "q_b_proj.weight", {all_heads * qk, q_rank_});
-  q_b_ = ops::LinearWeight(q_b.slice(0, heads.begin * qk, (heads.begin + heads_) * qk),
-                           weights.dtype());
+  q_b_ = weights.make_linear(q_b.slice(0, heads.begin * qk, (heads.begin + heads_) * qk));
   const Tensor o = weights.matrix(p + "o_proj.weight", {hidden_, all_heads * v_dim_});
-  o_proj_ = ops::LinearWeight(o.slice(1, heads.begin * v_dim_, (heads.begin + heads_) * v_dim_),
-                              weights.dtype());
+  o_proj_ = weights.make_linear(o.slice(1, heads.begin * v_dim_, (heads.begin + heads_) * v_dim_));
 
   // kv_b_proj rows of head h: [W_UK[h] (nope rows); W_UV[h] (v rows)], each [.., kv_rank].
   const Tensor kv_b = weights.f32(p + "kv_b_proj.weight", {all_heads * (nope_ + v_dim_), kv_rank_});
@@ -68,19 +67,19 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
     const float* base = kv_b_c.data<float>() + h * (nope_ + v_dim_) * kv_rank_;
     Tensor uk_t = Tensor::empty({kv_rank_, nope_}, DType::kF32);
     for (int64_t n = 0; n < nope_; ++n)
-      for (int64_t r = 0; r < kv_rank_; ++r) uk_t.data<float>()[r * nope_ + n] = base[n * kv_rank_ + r];
-    w_uk_t_.emplace_back(uk_t, weights.dtype());
+      for (int64_t r = 0; r < kv_rank_; ++r)
+        uk_t.data<float>()[r * nope_ + n] = base[n * kv_rank_ + r];
+    w_uk_t_.push_back(weights.make_linear(uk_t));
     Tensor uv = Tensor::empty({v_dim_, kv_rank_}, DType::kF32);
     std::memcpy(uv.data<float>(), base + nope_ * kv_rank_,
                 static_cast<size_t>(v_dim_ * kv_rank_) * sizeof(float));
-    w_uv_.emplace_back(uv, weights.dtype());
+    w_uv_.push_back(weights.make_linear(uv));
   }
   if (config.has_indexer) indexer_ = std::make_unique<Indexer>(config, weights, p + "indexer.");
 }
 
 void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCache& cache,
-                           int64_t cache_layer, StepTrace* trace, int64_t trace_layer,
-                           float* out) {
+                           int64_t cache_layer, StepTrace* trace, int64_t trace_layer, float* out) {
   const int64_t t_count = meta.num_tokens();
   const int64_t qk = nope_ + rope_dim_;
   const int64_t q_width = heads_ * qk;
@@ -127,12 +126,12 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
   }
 
   // Absorb W_UK into the query: q_abs[t, h] = W_UK[h]ᵀ q_nope[t, h].
-  for_each_head(heads_, t_count, [&](int64_t h) {
+  for_each_head(w_uk_t_, t_count, [&](int64_t h) {
     w_uk_t_[static_cast<size_t>(h)].forward(q + h * qk, t_count, q_abs + h * kv_rank_, q_width,
                                             heads_ * kv_rank_);
   });
   attend(meta, cache, cache_layer, q, q_abs, latent);
-  for_each_head(heads_, t_count, [&](int64_t h) {
+  for_each_head(w_uv_, t_count, [&](int64_t h) {
     w_uv_[static_cast<size_t>(h)].forward(latent + h * kv_rank_, t_count, o + h * v_dim_,
                                           heads_ * kv_rank_, heads_ * v_dim_);
   });

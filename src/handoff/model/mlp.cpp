@@ -24,12 +24,12 @@ Mlp::Mlp(const WeightLoader& weights, const std::string& prefix, int64_t hidden,
   const Tensor up_c = up.is_contiguous() ? up : up.contiguous();
   std::memcpy(fused.raw(), gate_c.raw(), half);
   std::memcpy(static_cast<uint8_t*>(fused.raw()) + half, up_c.raw(), half);
-  gate_up_ = ops::LinearWeight(fused, weights.dtype());
-  down_ = ops::LinearWeight(down, weights.dtype());
+  gate_up_ = weights.make_linear(fused);
+  down_ = weights.make_linear(down);
 }
 
 void Mlp::forward(const float* x, int64_t rows, float* out, float* scratch) const {
-  float* gu = scratch;                     // [rows, 2 * inter]
+  float* gu = scratch;                       // [rows, 2 * inter]
   float* act = scratch + rows * 2 * inter_;  // [rows, inter]
   gate_up_.forward(x, rows, gu);
   for (int64_t r = 0; r < rows; ++r)

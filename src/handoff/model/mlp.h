@@ -15,10 +15,12 @@ class Mlp {
   Mlp() = default;
   // Loads `<prefix>{gate,up,down}_proj.weight`; keeps intermediate columns
   // [inter_begin, inter_begin + inter_count) (all when inter_count < 0).
-  Mlp(const WeightLoader& weights, const std::string& prefix, int64_t hidden,
-      int64_t intermediate, int64_t inter_begin = 0, int64_t inter_count = -1);
+  Mlp(const WeightLoader& weights, const std::string& prefix, int64_t hidden, int64_t intermediate,
+      int64_t inter_begin = 0, int64_t inter_count = -1);
 
   int64_t intermediate() const { return inter_; }
+  // Whether forward() over `rows` rows stays on the small-M kernels (ops::LinearWeight::small_m).
+  bool small_m(int64_t rows) const { return gate_up_.small_m(rows) && down_.small_m(rows); }
   size_t weight_bytes() const { return gate_up_.weight_bytes() + down_.weight_bytes(); }
   // out[m] = MLP(x[m]) for m in [0, rows); `scratch` must hold rows * 3 * intermediate floats.
   void forward(const float* x, int64_t rows, float* out, float* scratch) const;

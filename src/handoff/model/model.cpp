@@ -1,15 +1,14 @@
 #include "handoff/model/model.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "handoff/error.h"
 #include "handoff/log.h"
 #include "handoff/ops/vector_ops.h"
 #include "handoff/parallel/scopes.h"
 #include "handoff/parallel/token_layout.h"
-
-#include <algorithm>
-#include <optional>
 
 namespace handoff::model {
 
@@ -35,7 +34,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   // One progress line for a one-rank load; ranks of a parallel run each load a part.
   std::optional<LoadProgress> progress;
   if (tp * options.parallel.pp == 1) progress.emplace(checkpoint.total_bytes());
-  const WeightLoader weights(checkpoint, options.dtype, progress ? &*progress : nullptr);
+  const WeightLoader weights(checkpoint, options.dtype, progress ? &*progress : nullptr,
+                             options.batch_invariant);
   const int64_t vocab_part = (c.vocab_size + tp - 1) / tp;
   m->vocab_begin_ = std::min(c.vocab_size, m->tp_rank_ * vocab_part);
   m->vocab_end_ = std::min(c.vocab_size, m->vocab_begin_ + vocab_part);
@@ -47,18 +47,17 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
                 checkpoint.stored_dtype("model.embed_tokens.weight") == DType::kF32
             ? DType::kF32
             : DType::kBF16;
-    m->embed_ = weights.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size},
-                             embed_dtype);
+    m->embed_ =
+        weights.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, embed_dtype);
     if (tp > 1) m->embed_ = m->embed_.slice(0, m->vocab_begin_, m->vocab_end_).contiguous();
   }
   if (m->is_last_stage()) {
     m->final_norm_ = weights.f32("model.norm.weight", {c.hidden_size});
     const std::string head_name =
         c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-    m->lm_head_ = ops::LinearWeight(
-        weights.matrix(head_name, {c.vocab_size, c.hidden_size})
-            .slice(0, m->vocab_begin_, m->vocab_end_),
-        options.dtype);
+    m->lm_head_ = weights.make_linear(weights.matrix(head_name, {c.vocab_size, c.hidden_size})
+                                          .slice(0, m->vocab_begin_, m->vocab_end_),
+                                      options.dtype);
   }
   const parallel::StagePlan& stage = m->plan_.stages[static_cast<size_t>(m->stage_)];
   m->layers_.reserve(stage.layers.size());
@@ -77,8 +76,7 @@ size_t Model::active_weight_bytes_per_token() const {
   const size_t elem = tensor::dtype_size(dtype_);
   auto mat = [&](int64_t r, int64_t k) { return static_cast<size_t>(r * k) * elem; };
   const int64_t h = c.num_attention_heads;
-  size_t attn = mat(c.q_lora_rank, c.hidden_size) +
-                mat(h * c.qk_head_dim(), c.q_lora_rank) +
+  size_t attn = mat(c.q_lora_rank, c.hidden_size) + mat(h * c.qk_head_dim(), c.q_lora_rank) +
                 mat(c.kv_lora_rank + c.qk_rope_head_dim, c.hidden_size) +
                 mat(h * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank) +
                 mat(c.hidden_size, h * c.v_head_dim);
@@ -175,7 +173,8 @@ void Model::receive(Activations& io, int64_t n) {
   comm_->recv(packed, rows * 2 * d, topo.world_rank_of(comm::Group::kPp, stage_ - 1));
   for (int64_t r = 0; r < rows; ++r) {
     std::memcpy(io.hidden + r * d, packed + r * 2 * d, static_cast<size_t>(d) * sizeof(float));
-    std::memcpy(io.residual + r * d, packed + r * 2 * d + d, static_cast<size_t>(d) * sizeof(float));
+    std::memcpy(io.residual + r * d, packed + r * 2 * d + d,
+                static_cast<size_t>(d) * sizeof(float));
   }
   io.layout = plan_.stages[static_cast<size_t>(stage_)].entry_layout;
 }
@@ -188,7 +187,8 @@ void Model::hand_off(Activations& io, int64_t n) {
   // Make the layout the boundary contract promises, then send exactly the contract's rows.
   if (stage.exit_layout == parallel::Layout::kFull && io.layout == parallel::Layout::kShard) {
     parallel::restore_full(io.hidden, io.residual, n, d, *comm_);
-  } else if (stage.exit_layout == parallel::Layout::kShard && io.layout == parallel::Layout::kFull) {
+  } else if (stage.exit_layout == parallel::Layout::kShard &&
+             io.layout == parallel::Layout::kFull) {
     parallel::keep_own_rows(io.hidden, n, d, tp_rank_, tp);
     parallel::keep_own_rows(io.residual, n, d, tp_rank_, tp);
   }
@@ -198,7 +198,8 @@ void Model::hand_off(Activations& io, int64_t n) {
   float* packed = scratch_.get(3, static_cast<size_t>(rows * 2 * d));
   for (int64_t r = 0; r < rows; ++r) {
     std::memcpy(packed + r * 2 * d, io.hidden + r * d, static_cast<size_t>(d) * sizeof(float));
-    std::memcpy(packed + r * 2 * d + d, io.residual + r * d, static_cast<size_t>(d) * sizeof(float));
+    std::memcpy(packed + r * 2 * d + d, io.residual + r * d,
+                static_cast<size_t>(d) * sizeof(float));
   }
   const comm::Topology& topo = comm_->topology();
   comm_->send(packed, rows * 2 * d, topo.world_rank_of(comm::Group::kPp, stage_ + 1));
@@ -211,7 +212,8 @@ Tensor Model::logits(const std::vector<SequenceChunk>& chunks, Activations& io) 
   const int64_t n = meta_.num_tokens();
   if (comm_ != nullptr) comm_->set_scope(parallel::head_scope());
   // The last stage restores full rows before the final norm, whatever the contract.
-  if (io.layout == parallel::Layout::kShard) parallel::restore_full(io.hidden, io.residual, n, d, *comm_);
+  if (io.layout == parallel::Layout::kShard)
+    parallel::restore_full(io.hidden, io.residual, n, d, *comm_);
   std::vector<int64_t> rows;
   for (size_t s = 0; s < chunks.size(); ++s) {
     const auto& seq = meta_.sequences[s];
@@ -242,8 +244,8 @@ Tensor Model::logits(const std::vector<SequenceChunk>& chunks, Activations& io) 
     const int64_t begin = p * part;
     const int64_t width = std::min(c.vocab_size, begin + part) - begin;
     for (int64_t r = 0; r < r_count; ++r)
-      std::memcpy(out.data<float>() + r * c.vocab_size + begin,
-                  gathered + (p * r_count + r) * part, static_cast<size_t>(std::max<int64_t>(0, width)) * sizeof(float));
+      std::memcpy(out.data<float>() + r * c.vocab_size + begin, gathered + (p * r_count + r) * part,
+                  static_cast<size_t>(std::max<int64_t>(0, width)) * sizeof(float));
   }
   return out;
 }

@@ -23,6 +23,9 @@ struct LoadOptions {
   tensor::DType dtype = tensor::DType::kBF16;  // weights of linear layers; activations are f32
   parallel::ParallelOptions parallel;          // default: one rank
   comm::Communicator* comm = nullptr;          // this rank's; required when tp * pp > 1
+  // Every linear computes each row alone, so a request's result does not depend on its batch
+  // (the serving engine sets it at f32; see docs/architecture.md, "Batch invariance").
+  bool batch_invariant = false;
 };
 
 class Model {

@@ -13,8 +13,8 @@
 
 namespace handoff::model {
 
-Moe::Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer,
-         ExpertRange experts, int64_t shared_begin, int64_t shared_count)
+Moe::Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer, ExpertRange experts,
+         int64_t shared_begin, int64_t shared_count)
     : hidden_(config.hidden_size),
       n_experts_(config.n_routed_experts),
       top_k_(config.num_experts_per_tok),
@@ -31,9 +31,9 @@ Moe::Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer,
     experts_.emplace_back(weights, fmt::format("{}experts.{}.", p, e), hidden_,
                           config.moe_intermediate_size);
   if (config.n_shared_experts > 0) {
-    shared_ = Mlp(weights, p + "shared_experts.", hidden_,
-                  config.moe_intermediate_size * config.n_shared_experts, shared_begin,
-                  shared_count);
+    shared_ =
+        Mlp(weights, p + "shared_experts.", hidden_,
+            config.moe_intermediate_size * config.n_shared_experts, shared_begin, shared_count);
     has_shared_ = true;
   }
   assigned_.resize(static_cast<size_t>(range_.count));
@@ -77,9 +77,8 @@ void Moe::route(const float* x, int64_t rows, Routing& routing) {
       }
       ops::topk(group_scores, n_group_, topk_group_, group_idx.data());
       for (int64_t g = 0; g < n_group_; ++g) {
-        const bool kept =
-            std::find(group_idx.begin(), group_idx.begin() + topk_group_, g) !=
-            group_idx.begin() + topk_group_;
+        const bool kept = std::find(group_idx.begin(), group_idx.begin() + topk_group_, g) !=
+                          group_idx.begin() + topk_group_;
         if (!kept)
           std::fill(biased + g * per_group, biased + (g + 1) * per_group,
                     -std::numeric_limits<float>::infinity());
@@ -131,7 +130,7 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
     active.push_back(static_cast<int32_t>(e));
     offsets.push_back(total);
     total += m;
-    small = small && ops::LinearWeight::small_m(m);
+    small = small && experts_[static_cast<size_t>(e)].small_m(m);
   }
   if (total == 0) return;
   const int64_t inter = experts_.front().intermediate();
@@ -148,7 +147,7 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
     const auto m = static_cast<int64_t>(assigned_[static_cast<size_t>(active[a])].size());
     const int64_t off = offsets[a];
     experts_[static_cast<size_t>(active[a])].forward(xin + off * hidden_, m, yout + off * hidden_,
-                                                      tmp + off * 3 * inter);
+                                                     tmp + off * 3 * inter);
   };
   if (small) {
     // Decode: each expert is a few MiB of weights read for a row or two, so a parallel region

@@ -12,20 +12,30 @@ namespace handoff::model {
 
 class WeightLoader {
  public:
-  // `progress` (optional) advances by each loaded tensor's stored bytes.
-  WeightLoader(const Checkpoint& checkpoint, tensor::DType dtype, LoadProgress* progress = nullptr)
-      : checkpoint_(checkpoint), dtype_(dtype), progress_(progress) {}
+  // `progress` (optional) advances by each loaded tensor's stored bytes; `row_independent`
+  // makes every linear weight batch-invariant (ops::LinearWeight).
+  WeightLoader(const Checkpoint& checkpoint, tensor::DType dtype, LoadProgress* progress = nullptr,
+               bool row_independent = false)
+      : checkpoint_(checkpoint),
+        dtype_(dtype),
+        progress_(progress),
+        row_independent_(row_independent) {}
 
   tensor::DType dtype() const { return dtype_; }
   const Checkpoint& checkpoint() const { return checkpoint_; }
 
   ops::LinearWeight linear(const std::string& name, const tensor::Shape& shape) const {
-    return ops::LinearWeight(load(name, shape, load_dtype()), dtype_);
+    return make_linear(load(name, shape, load_dtype()), dtype_);
   }
   // Always f32, whatever the compute dtype (the router runs in fp32, MODEL_SPEC §3).
   ops::LinearWeight linear_f32(const std::string& name, const tensor::Shape& shape) const {
-    return ops::LinearWeight(load(name, shape, tensor::DType::kF32), tensor::DType::kF32);
+    return make_linear(load(name, shape, tensor::DType::kF32), tensor::DType::kF32);
   }
+  // Every linear weight of the model is built here, so they all share the run's options.
+  ops::LinearWeight make_linear(const tensor::Tensor& w, tensor::DType dtype) const {
+    return ops::LinearWeight(w, dtype, row_independent_);
+  }
+  ops::LinearWeight make_linear(const tensor::Tensor& w) const { return make_linear(w, dtype_); }
   tensor::Tensor f32(const std::string& name, const tensor::Shape& shape) const {
     return load(name, shape, tensor::DType::kF32);
   }
@@ -47,6 +57,7 @@ class WeightLoader {
   const Checkpoint& checkpoint_;
   tensor::DType dtype_;
   LoadProgress* progress_;
+  bool row_independent_;
 };
 
 }  // namespace handoff::model

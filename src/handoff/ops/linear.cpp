@@ -3,10 +3,9 @@
 #include "handoff/ops/linear.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <dnnl.hpp>
-
-#include <atomic>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -219,8 +218,8 @@ void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int6
   }
 }
 
-LinearWeight::LinearWeight(const tensor::Tensor& w, tensor::DType dtype)
-    : impl_(std::make_unique<Impl>()) {
+LinearWeight::LinearWeight(const tensor::Tensor& w, tensor::DType dtype, bool row_independent)
+    : row_independent_(row_independent), impl_(std::make_unique<Impl>()) {
   if (w.dim() != 2) fail("LinearWeight: weight must be 2-d, got {}", tensor::shape_str(w.shape()));
   if (dtype != DType::kF32 && dtype != DType::kBF16)
     fail("LinearWeight: unsupported packed dtype {}", tensor::dtype_name(dtype));
@@ -265,15 +264,8 @@ size_t LinearWeight::weight_bytes() const {
   return static_cast<size_t>(n_ * k_) * tensor::dtype_size(dtype_);
 }
 
-namespace {
-std::atomic<bool> g_row_independent{false};
-}  // namespace
-
-void set_row_independent_linears(bool on) { g_row_independent = on; }
-bool row_independent_linears() { return g_row_independent; }
-
 // Row-independent mode never reaches oneDNN, so every M is then safe inside a parallel region.
-bool LinearWeight::small_m(int64_t m) { return m <= kSmallMMax || row_independent_linears(); }
+bool LinearWeight::small_m(int64_t m) const { return m <= kSmallMMax || row_independent_; }
 
 void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {
   if (!defined()) fail("LinearWeight::forward on an empty weight");
@@ -281,7 +273,7 @@ void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int
   if (ldy < 0) ldy = n_;
   if (ldx < k_ || ldy < n_) fail("LinearWeight::forward: ldx {} / ldy {} too small", ldx, ldy);
   if (m <= 0) return;
-  if (row_independent_linears()) {
+  if (row_independent_) {
     for (int64_t i = 0; i < m; ++i) impl_->forward_small(x + i * ldx, 1, y + i * ldy, ldx, ldy);
     return;
   }

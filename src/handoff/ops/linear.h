@@ -10,20 +10,16 @@
 
 namespace handoff::ops {
 
-// Batch invariance: when on, every LinearWeight::forward computes each row of x alone through
-// the M = 1 kernel, so a row's result never depends on how many rows share the call (the
-// small-M kernels pick accumulator splits and K chunks by M, and oneDNN blocks by M). Slower
-// for prefill; the serving engine turns it on at --dtype f32. Process-wide, like the thread
-// pool, because it is a property of the run, not of one weight.
-void set_row_independent_linears(bool on);
-bool row_independent_linears();
-
 class LinearWeight {
  public:
   LinearWeight();
   // `w` is a 2-d [N, K] tensor of any float dtype (may be a strided row/column view); it is
   // copied and converted to `dtype` (kF32 or kBF16).
-  LinearWeight(const tensor::Tensor& w, tensor::DType dtype);
+  // Batch invariance: with `row_independent`, forward() computes each row of x alone through
+  // the M = 1 kernel, so a row's result never depends on how many rows share the call (the
+  // small-M kernels pick accumulator splits and K chunks by M, and oneDNN blocks by M). Slower
+  // for prefill; the serving engine asks for it at --dtype f32 (model::LoadOptions).
+  LinearWeight(const tensor::Tensor& w, tensor::DType dtype, bool row_independent = false);
   ~LinearWeight();
   LinearWeight(LinearWeight&&) noexcept;
   LinearWeight& operator=(LinearWeight&&) noexcept;
@@ -43,13 +39,14 @@ class LinearWeight {
   // products (per-head or per-expert weights) may run them as one region across the weights.
   // Large M goes to oneDNN, whose primitives split work for the thread count they were built
   // for and so must not be called from inside a region.
-  static bool small_m(int64_t m);
+  bool small_m(int64_t m) const;
 
  private:
   struct Impl;
   int64_t n_ = 0;
   int64_t k_ = 0;
   tensor::DType dtype_ = tensor::DType::kF32;
+  bool row_independent_ = false;
   std::unique_ptr<Impl> impl_;
 };
 
