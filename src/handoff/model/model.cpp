@@ -214,7 +214,8 @@ Tensor Model::logits(const std::vector<SequenceChunk>& chunks, Activations& io) 
   // The last stage restores full rows before the final norm, whatever the contract.
   if (io.layout == parallel::Layout::kShard)
     parallel::restore_full(io.hidden, io.residual, n, d, *comm_);
-  std::vector<int64_t> rows;
+  std::vector<int64_t>& rows = logit_rows_;  // reused: no allocation per step
+  rows.clear();
   for (size_t s = 0; s < chunks.size(); ++s) {
     const auto& seq = meta_.sequences[s];
     for (int64_t i = chunks[s].all_logits ? 0 : seq.num_tokens - 1; i < seq.num_tokens; ++i)

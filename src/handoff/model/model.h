@@ -81,6 +81,7 @@ class Model {
   ops::LinearWeight lm_head_;
   std::vector<DecoderLayer> layers_;
   StepMeta meta_;
+  std::vector<int64_t> logit_rows_;  // rows of the step that need logits
   Scratch scratch_;
   int64_t last_rows_sent_ = 0, last_rows_received_ = 0;
 };
