@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
@@ -153,6 +154,33 @@ TEST(OpsLinear, ConcurrentForwardOnOneWeight) {
   }
   for (auto& th : threads) th.join();
   for (int t = 0; t < 4; ++t) EXPECT_TRUE(ok[t]) << "thread " << t;
+}
+
+// Packing row-stacked parts equals packing their concatenation, bit for bit, on both paths.
+TEST(OpsLinear, StackedPartsEqualTheirConcatenation) {
+  std::mt19937 rng(7);
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    const Tensor a = random_weight(37, 45, dtype, rng), b = random_weight(70, 45, dtype, rng);
+    Tensor whole = Tensor::empty({107, 45}, DType::kF32);
+    const Tensor a32 = a.to(DType::kF32), b32 = b.to(DType::kF32);
+    std::memcpy(whole.data<float>(), a32.data<float>(), a32.nbytes());
+    std::memcpy(whole.data<float>() + a32.numel(), b32.data<float>(), b32.nbytes());
+    const LinearWeight stacked({a, b}, dtype), concatenated(whole, dtype);
+    ASSERT_EQ(stacked.out_features(), 107);
+    for (int64_t m : {1, 3, 40}) {
+      std::vector<float> x(static_cast<size_t>(m * 45));
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      for (float& v : x) v = dist(rng);
+      std::vector<float> y1(static_cast<size_t>(m * 107)), y2(y1.size());
+      stacked.forward(x.data(), m, y1.data());
+      concatenated.forward(x.data(), m, y2.data());
+      EXPECT_EQ(y1, y2) << "m=" << m << " dtype=" << tensor::dtype_name(dtype);
+    }
+  }
+  EXPECT_THROW(LinearWeight(std::vector<Tensor>{Tensor::zeros({2, 3}, DType::kF32),
+                                                Tensor::zeros({2, 4}, DType::kF32)},
+                            DType::kF32),
+               Error);
 }
 
 TEST(OpsLinear, RejectsBadInput) {

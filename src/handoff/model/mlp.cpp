@@ -1,7 +1,5 @@
 #include "handoff/model/mlp.h"
 
-#include <cstring>
-
 #include "handoff/ops/vector_ops.h"
 
 namespace handoff::model {
@@ -18,13 +16,7 @@ Mlp::Mlp(const WeightLoader& weights, const std::string& prefix, int64_t hidden,
                         .slice(0, inter_begin, inter_begin + inter_);
   const Tensor down = weights.matrix(prefix + "down_proj.weight", {hidden, intermediate})
                           .slice(1, inter_begin, inter_begin + inter_);
-  Tensor fused = Tensor::empty({2 * inter_, hidden}, gate.dtype());
-  const size_t half = gate.nbytes();
-  const Tensor gate_c = gate.is_contiguous() ? gate : gate.contiguous();
-  const Tensor up_c = up.is_contiguous() ? up : up.contiguous();
-  std::memcpy(fused.raw(), gate_c.raw(), half);
-  std::memcpy(static_cast<uint8_t*>(fused.raw()) + half, up_c.raw(), half);
-  gate_up_ = weights.make_linear(fused);
+  gate_up_ = weights.make_linear({gate, up});
   down_ = weights.make_linear(down);
 }
 

@@ -2,6 +2,7 @@
 // Turns checkpoint tensors into module weights: linear weights repacked for the kernels in the
 // compute dtype, everything else (norms, router, biases) in f32.
 #include <string>
+#include <vector>
 
 #include "handoff/model/checkpoint.h"
 #include "handoff/model/load_progress.h"
@@ -36,6 +37,10 @@ class WeightLoader {
     return ops::LinearWeight(w, dtype, row_independent_);
   }
   ops::LinearWeight make_linear(const tensor::Tensor& w) const { return make_linear(w, dtype_); }
+  // Row-stacked parts packed as one weight (e.g. a fused gate/up projection).
+  ops::LinearWeight make_linear(const std::vector<tensor::Tensor>& parts) const {
+    return ops::LinearWeight(parts, dtype_, row_independent_);
+  }
   tensor::Tensor f32(const std::string& name, const tensor::Shape& shape) const {
     return load(name, shape, tensor::DType::kF32);
   }

@@ -2,10 +2,13 @@
 // large-M (prefill) path over oneDNN matmul, both reading the one packed buffer.
 #include "handoff/ops/linear.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <dnnl.hpp>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -36,6 +39,19 @@ int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
+}
+
+// The work around a oneDNN call (activation split, hi + lo sum) runs on OpenMP's team, the one
+// oneDNN uses, while it is awake; our own idle workers are told to sleep so the two teams do
+// not compete for the cores.
+void park_and_run_on_openmp(int64_t rows, const std::function<void(int64_t, int64_t)>& body) {
+  tensor::park_workers();
+  const int threads = static_cast<int>(std::min<int64_t>(tensor::num_threads(), rows));
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    if (rows * t / nt < rows * (t + 1) / nt) body(rows * t / nt, rows * (t + 1) / nt);
+  }
 }
 
 // Row r of a 2-d float tensor of any dtype and strides, converted to f32.
@@ -165,7 +181,7 @@ void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int6
     const int64_t kp = pw.k_pad;
     xbf16.resize(static_cast<size_t>(rows * kp));
     uint16_t* dst = xbf16.data();
-    tensor::parallel_for(m, 1, [&](int64_t i0, int64_t i1) {
+    park_and_run_on_openmp(m, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         uint16_t* hi = dst + i * kp;
         uint16_t* lo = dst + (m + i) * kp;
@@ -204,7 +220,7 @@ void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int6
                              {DNNL_ARG_SCRATCHPAD, scratch_mem}});
   stream.wait();
   if (split) {
-    tensor::parallel_for(m, 1, [&](int64_t i0, int64_t i1) {
+    park_and_run_on_openmp(m, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const float* hi = out + i * n;
         const float* lo = out + (m + i) * n;
@@ -219,29 +235,51 @@ void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int6
 }
 
 LinearWeight::LinearWeight(const tensor::Tensor& w, tensor::DType dtype, bool row_independent)
+    : LinearWeight(std::vector<tensor::Tensor>{w}, dtype, row_independent) {}
+
+LinearWeight::LinearWeight(const std::vector<tensor::Tensor>& parts, tensor::DType dtype,
+                           bool row_independent)
     : row_independent_(row_independent), impl_(std::make_unique<Impl>()) {
-  if (w.dim() != 2) fail("LinearWeight: weight must be 2-d, got {}", tensor::shape_str(w.shape()));
   if (dtype != DType::kF32 && dtype != DType::kBF16)
     fail("LinearWeight: unsupported packed dtype {}", tensor::dtype_name(dtype));
-  n_ = w.size(0);
-  k_ = w.size(1);
+  if (parts.empty()) fail("LinearWeight: no weight given");
+  // Row r of W is row r - first_row[i] of parts[i].
+  std::vector<int64_t> first_row;
+  for (const tensor::Tensor& w : parts) {
+    if (w.dim() != 2)
+      fail("LinearWeight: weight must be 2-d, got {}", tensor::shape_str(w.shape()));
+    if (w.size(1) != parts[0].size(1))
+      fail("LinearWeight: stacked parts differ in K: {} vs {}", tensor::shape_str(w.shape()),
+           tensor::shape_str(parts[0].shape()));
+    first_row.push_back(n_);
+    n_ += w.size(0);
+  }
+  k_ = parts[0].size(1);
   dtype_ = dtype;
-  if (n_ <= 0 || k_ <= 0) fail("LinearWeight: empty weight {}", tensor::shape_str(w.shape()));
+  if (n_ <= 0 || k_ <= 0) fail("LinearWeight: empty weight [{}, {}]", n_, k_);
 
   // bf16 K is padded to 32, not 16: see Impl::prim.
   const int64_t kp = round_up(k_, dtype == DType::kBF16 ? 2 * kKAlign : kKAlign);
   const int64_t nb = (n_ + kRowBlock - 1) / kRowBlock;
   Impl& im = *impl_;
   im.k = k_;
-  im.packed = tensor::Tensor::zeros({nb * kp * kRowBlock}, dtype);
+  // Every element, padding included, is written once below: no zero fill first, and the pages
+  // are first touched by the threads that pack them.
+  im.packed = tensor::Tensor::empty({nb * kp * kRowBlock}, dtype);
   im.pw = {dtype, n_, kp, nb, im.packed.raw()};
   void* dst = im.packed.raw();
   tensor::parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
-    std::vector<float> row(static_cast<size_t>(k_));
+    std::vector<float> row(static_cast<size_t>(kp));
     for (int64_t b = b0; b < b1; ++b) {
-      for (int64_t r = 0; r < kRowBlock && b * kRowBlock + r < n_; ++r) {
-        gather_row_f32(w, b * kRowBlock + r, row.data());
-        for (int64_t c = 0; c < k_; ++c) {
+      for (int64_t r = 0; r < kRowBlock; ++r) {
+        const int64_t n = b * kRowBlock + r;
+        std::fill(row.begin() + (n < n_ ? k_ : 0), row.end(), 0.0f);
+        if (n < n_) {
+          const auto part = std::upper_bound(first_row.begin(), first_row.end(), n) - 1;
+          gather_row_f32(parts[static_cast<size_t>(part - first_row.begin())], n - *part,
+                         row.data());
+        }
+        for (int64_t c = 0; c < kp; ++c) {
           if (dtype == DType::kBF16) {
             // [N/64][K/2][64][2]
             const int64_t idx = ((b * kp + (c & ~int64_t{1})) * kRowBlock) + 2 * r + (c & 1);

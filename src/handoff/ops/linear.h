@@ -5,6 +5,7 @@
 // accumulation is f32.
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "handoff/tensor/tensor.h"
 
@@ -20,6 +21,10 @@ class LinearWeight {
   // small-M kernels pick accumulator splits and K chunks by M, and oneDNN blocks by M). Slower
   // for prefill; the serving engine asks for it at --dtype f32 (model::LoadOptions).
   LinearWeight(const tensor::Tensor& w, tensor::DType dtype, bool row_independent = false);
+  // W = the row-wise concatenation of `parts` (each [N_i, K], same K), packed straight from the
+  // parts (fused gate/up projections without an intermediate copy).
+  LinearWeight(const std::vector<tensor::Tensor>& parts, tensor::DType dtype,
+               bool row_independent = false);
   ~LinearWeight();
   LinearWeight(LinearWeight&&) noexcept;
   LinearWeight& operator=(LinearWeight&&) noexcept;

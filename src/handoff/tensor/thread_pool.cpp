@@ -1,42 +1,198 @@
 #include "handoff/tensor/thread_pool.h"
 
 #include <omp.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 namespace handoff::tensor {
 namespace {
+
+// Pure spinning this long keeps back-to-back decode ops free of wake-up latency; then a waiter
+// yields its core for a while (a descheduled peer can run), then sleeps.
+constexpr int kSpinIterations = 20000;
+constexpr int kYieldIterations = 2000;
+// Chunks per thread: enough that a thread running late leaves most of its share to the others.
+constexpr int64_t kChunksPerThread = 8;
+
+inline void cpu_relax() { __builtin_ia32_pause(); }
+
+// Workers of one calling thread. A job is split into chunks that any participant claims with
+// an atomic counter, the caller included. The caller waits only for chunks already claimed, so
+// a worker the OS has not scheduled yet (another process took its core) never holds a step up:
+// the others take its chunks. OpenMP's pool is kept for oneDNN alone, because its fork/join
+// barrier waits for every thread of the team even when the machine is oversubscribed.
+class WorkerPool {
+ public:
+  explicit WorkerPool(int workers) {
+    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { worker_loop(); });
+  }
+  ~WorkerPool() {
+    {
+      std::lock_guard lock(sleep_mutex_);
+      stopping_.store(true);
+      generation_.fetch_add(2);
+    }
+    wake_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  int workers() const { return static_cast<int>(threads_.size()); }
+  // Waiting workers stop spinning and sleep until the next job.
+  void park() { parked_.store(true, std::memory_order_relaxed); }
+  // True on a thread while it runs chunks (workers always): nested parallel_for runs inline.
+  static bool& t_inside_region();
+
+  void run(int64_t chunks, const std::function<void(int64_t)>& chunk_body) {
+    // An odd generation closes the previous job: a worker still inside it (it found no chunk
+    // left) leaves before the fields below are rewritten; newcomers back off.
+    generation_.fetch_add(1);
+    for (int i = 0; inside_.load() != 0; ++i)
+      i < kSpinIterations ? cpu_relax() : static_cast<void>(sched_yield());
+    body_ = &chunk_body;
+    chunks_ = chunks;
+    failure_ = nullptr;
+    next_.store(0, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    parked_.store(false, std::memory_order_relaxed);
+    generation_.fetch_add(1);  // even: published
+    if (sleepers_.load() > 0) {
+      std::lock_guard lock(sleep_mutex_);
+      wake_.notify_all();
+    }
+    work();
+    for (int i = 0; done_.load(std::memory_order_acquire) != chunks; ++i)
+      i < kSpinIterations ? cpu_relax() : static_cast<void>(sched_yield());
+    if (failure_) std::rethrow_exception(failure_);
+  }
+
+ private:
+  // Claims and runs chunks of the current job until none is left.
+  void work() {
+    for (int64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;) {
+      try {
+        (*body_)(c);
+      } catch (...) {
+        std::lock_guard lock(failure_mutex_);
+        if (!failure_) failure_ = std::current_exception();
+      }
+      done_.fetch_add(1, std::memory_order_release);
+    }
+  }
+
+  void worker_loop() {
+    t_inside_region() = true;  // kernels called from a chunk run inline
+    uint64_t seen = generation_.load();
+    while (true) {
+      const uint64_t g = wait_for_job(seen);
+      if (stopping_.load()) return;
+      seen = g;
+      inside_.fetch_add(1);
+      if (generation_.load() == g) work();
+      inside_.fetch_sub(1);
+    }
+  }
+
+  // Returns the first published (even) generation other than `seen`.
+  uint64_t wait_for_job(uint64_t seen) {
+    auto published = [&](uint64_t g) { return g != seen && g % 2 == 0; };
+    for (int i = 0; i < kSpinIterations + kYieldIterations; ++i) {
+      const uint64_t g = generation_.load();
+      if (published(g) || stopping_.load()) return g;
+      if (parked_.load(std::memory_order_relaxed)) break;
+      i < kSpinIterations ? cpu_relax() : static_cast<void>(sched_yield());
+    }
+    std::unique_lock lock(sleep_mutex_);
+    sleepers_.fetch_add(1);
+    wake_.wait(lock, [&] { return published(generation_.load()) || stopping_.load(); });
+    sleepers_.fetch_sub(1);
+    return generation_.load();
+  }
+
+  std::vector<std::thread> threads_;
+  // Each counter on its own cache line: waiters poll generation_ while workers bump the others.
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  alignas(64) std::atomic<int> inside_{0};
+  alignas(64) std::atomic<int64_t> next_{0};
+  alignas(64) std::atomic<int64_t> done_{0};
+  alignas(64) std::atomic<int> sleepers_{0};
+  std::atomic<bool> parked_{false};
+  const std::function<void(int64_t)>* body_ = nullptr;
+  int64_t chunks_ = 0;
+  std::exception_ptr failure_;
+  std::mutex failure_mutex_;
+  std::mutex sleep_mutex_;
+  std::condition_variable wake_;
+  std::atomic<bool> stopping_{false};
+};
+
 thread_local int t_num_threads = 0;
+thread_local std::unique_ptr<WorkerPool> t_pool;
+
+bool& WorkerPool::t_inside_region() {
+  thread_local bool inside = false;
+  return inside;
 }
 
+// The calling thread's pool with `threads - 1` workers, made on first use.
+WorkerPool& pool_for(int threads) {
+  if (!t_pool || t_pool->workers() != threads - 1) {
+    t_pool.reset();
+    t_pool = std::make_unique<WorkerPool>(threads - 1);
+  }
+  return *t_pool;
+}
+
+}  // namespace
+
 int num_threads() {
-  if (t_num_threads <= 0) t_num_threads = std::max(1, omp_get_max_threads());
+  if (t_num_threads <= 0)
+    t_num_threads = std::max(1, omp_get_max_threads());  // honours OMP_NUM_THREADS
   return t_num_threads;
 }
 
 void set_num_threads(int n) {
   t_num_threads = std::max(1, n);
-  omp_set_num_threads(t_num_threads);
+  omp_set_num_threads(t_num_threads);              // oneDNN's team
+  if (t_num_threads > 1) pool_for(t_num_threads);  // threads made now, not in a step
+}
+
+void park_workers() {
+  if (t_pool) t_pool->park();
 }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
+  const int threads = num_threads();
   const int64_t max_chunks = (n + grain - 1) / grain;
-  const int threads = static_cast<int>(std::min<int64_t>(num_threads(), max_chunks));
-  if (threads <= 1 || omp_in_parallel()) {
+  bool& inside = WorkerPool::t_inside_region();
+  if (threads <= 1 || max_chunks <= 1 || inside) {
     body(0, n);
     return;
   }
-#pragma omp parallel num_threads(threads)
-  {
-    const int64_t t = omp_get_thread_num();
-    const int64_t nt = omp_get_num_threads();
-    const int64_t begin = n * t / nt;
-    const int64_t end = n * (t + 1) / nt;
+  const int64_t chunks = std::min<int64_t>(max_chunks, threads * kChunksPerThread);
+  const std::function<void(int64_t)> chunk_body = [&](int64_t c) {
+    const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
     if (begin < end) body(begin, end);
+  };
+  inside = true;
+  try {
+    pool_for(threads).run(chunks, chunk_body);
+  } catch (...) {
+    inside = false;
+    throw;
   }
+  inside = false;
 }
 
 }  // namespace handoff::tensor
