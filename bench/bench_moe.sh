@@ -8,6 +8,8 @@
 #   bench/bench_moe.sh                 # build/, models/bench-moe, 2 threads, 3 runs
 #   RUNS=5 THREADS=2 BUILD=build MODEL=models/bench-moe bench/bench_moe.sh
 #   HANDOFF=/path/to/other/handoff bench/bench_moe.sh   # e.g. a build of an older commit
+#   COMPETE=1 bench/bench_moe.sh       # one busy process beside each generate run (a shared
+#                                      # machine): how much a stolen core costs
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -18,6 +20,7 @@ THREADS=${THREADS:-2}
 PROMPT_LEN=${PROMPT_LEN:-512}
 DECODE=${DECODE:-128}
 DTYPE=${DTYPE:-bf16}
+COMPETE=${COMPETE:-0}
 BIN=$BUILD/bin
 HANDOFF=${HANDOFF:-$BIN/handoff}  # another build of handoff to compare against
 
@@ -52,21 +55,35 @@ printf 'stream_read: 1 thread %.2f GB/s, 2 threads %.2f GB/s (median of %d)\n' "
 prompt=$(seq -s, 1 "$PROMPT_LEN")
 prefill=()
 decode=()
+loadtime=()
+competitor=""
+stop_competitor() { [[ -z $competitor ]] || kill "$competitor" 2> /dev/null || true; }
+trap 'rm -f "$sr_json"; stop_competitor' EXIT
 active=""
 for ((i = 1; i <= RUNS; ++i)); do
+  if ((COMPETE)); then
+    yes > /dev/null &
+    competitor=$!
+  fi
   out=$("$HANDOFF" generate --model "$MODEL" --prompt-ids "$prompt" \
     --max-new-tokens "$DECODE" --dtype "$DTYPE" --threads "$THREADS" 2>&1)
   p=$(sed -n 's/^prefill: .* = \([0-9.]*\) tokens\/s$/\1/p' <<< "$out")
   d=$(sed -n 's/^decode: .* = \([0-9.]*\) tokens\/s$/\1/p' <<< "$out")
   active=$(sed -n 's/^active weight bytes per token: \([0-9]*\)$/\1/p' <<< "$out")
+  l=$(sed -n 's/.*\] loaded .* in \([0-9.]*\) s;.*/\1/p' <<< "$out")
+  stop_competitor
+  competitor=""
   [[ -n $p && -n $d ]] || { echo "$out" >&2; exit 1; }
-  echo "run $i: prefill $p tokens/s, decode $d tokens/s (load $(cut -d' ' -f1 /proc/loadavg))"
+  echo "run $i: load ${l:-?} s, prefill $p tokens/s, decode $d tokens/s (load average $(cut -d' ' -f1 /proc/loadavg))"
   prefill+=("$p")
   decode+=("$d")
+  [[ -z $l ]] || loadtime+=("$l")
 done
 p_med=$(printf '%s\n' "${prefill[@]}" | median)
 d_med=$(printf '%s\n' "${decode[@]}" | median)
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+((${#loadtime[@]} == 0)) || echo "median model load: $(printf '%s\n' "${loadtime[@]}" | median) s"
+((COMPETE == 0)) || echo "(each run had one busy competing process)"
 echo "median of $RUNS: prefill ($PROMPT_LEN tokens) $p_med tokens/s, decode ($DECODE tokens) $d_med tokens/s ($THREADS threads, $DTYPE)"
 awk -v bw="$bw2" -v a="$active" -v d="$d_med" 'BEGIN {
   roof = bw * 1e9 / a

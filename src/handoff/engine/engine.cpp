@@ -6,6 +6,7 @@
 
 #include "handoff/engine/logprobs.h"
 #include "handoff/log.h"
+#include "handoff/tensor/thread_pool.h"
 
 namespace handoff::engine {
 namespace {
@@ -49,7 +50,11 @@ void Engine::start() {
   std::lock_guard lock(mutex_);
   if (thread_.joinable()) return;
   stopping_ = false;
-  thread_ = std::thread([this] { loop(); });
+  // The loop runs the model: it gets the starting thread's kernel thread count (--threads).
+  thread_ = std::thread([this, threads = tensor::num_threads()] {
+    tensor::set_num_threads(threads);
+    loop();
+  });
 }
 
 void Engine::stop() {

@@ -1,6 +1,7 @@
 #include "handoff/model/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
 
@@ -18,6 +19,7 @@ using tensor::Tensor;
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& options) {
   if (options.dtype != DType::kF32 && options.dtype != DType::kBF16)
     fail_input("--dtype must be f32 or bf16, got {}", tensor::dtype_name(options.dtype));
+  const auto started = std::chrono::steady_clock::now();
   std::unique_ptr<Model> m(new Model());
   m->config_ = load_config(dir + "/config.json");
   const ModelConfig& c = m->config_;
@@ -65,9 +67,11 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     m->layers_.emplace_back(c, weights, lp, TensorParallelRank{m->tp_rank_, tp, options.comm},
                             lp.index - stage.first_layer);
   if (progress) progress->finish();
-  log::info("loaded {} ({} layers, {}) from {}; stage {} layers [{}, {}), tp rank {} of {}",
-            family_name(c.family), c.num_hidden_layers, tensor::dtype_name(options.dtype), dir,
-            m->stage_, stage.first_layer, stage.end_layer, m->tp_rank_, tp);
+  log::info(
+      "loaded {} ({} layers, {}) from {} in {:.2f} s; stage {} layers [{}, {}), tp rank {} of {}",
+      family_name(c.family), c.num_hidden_layers, tensor::dtype_name(options.dtype), dir,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), m->stage_,
+      stage.first_layer, stage.end_layer, m->tp_rank_, tp);
   return m;
 }
 
