@@ -113,9 +113,10 @@ class WorkerPool {
     }
     std::unique_lock lock(sleep_mutex_);
     sleepers_.fetch_add(1);
-    wake_.wait(lock, [&] { return published(generation_.load()) || stopping_.load(); });
+    uint64_t g = seen;
+    wake_.wait(lock, [&] { return published(g = generation_.load()) || stopping_.load(); });
     sleepers_.fetch_sub(1);
-    return generation_.load();
+    return g;
   }
 
   std::vector<std::thread> threads_;
