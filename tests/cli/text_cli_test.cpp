@@ -11,15 +11,15 @@ TEST(TokenizeCli, EncodesAndDecodesJsonLines) {
   if (!require_node_modules()) return;
   const std::string model = deepseek_v3_dir().string();
   const auto encoded = command_stdout("printf '%s\\n' '{\"text\": \"Hello, my dog is cute\"}' | " +
-                                   std::string(HANDOFF_BINARY) + " tokenize --model " + model);
+                                      std::string(HANDOFF_BINARY) + " tokenize --model " + model);
   EXPECT_EQ(encoded, "{\"ids\":[0,19923,14,1026,6397,344,33125]}\n");
   const auto plain =
       command_stdout("printf '%s\\n' '{\"text\": \"Hello\"}' | " + std::string(HANDOFF_BINARY) +
-                  " tokenize --no-special --tokenizer " + model);
+                     " tokenize --no-special --tokenizer " + model);
   EXPECT_EQ(plain.find("[0,"), std::string::npos);
   const auto decoded =
       command_stdout("printf '%s\\n' '{\"ids\": [0,19923,14,1026,6397,344,33125]}' | " +
-                  std::string(HANDOFF_BINARY) + " tokenize --decode --model " + model);
+                     std::string(HANDOFF_BINARY) + " tokenize --decode --model " + model);
   EXPECT_EQ(decoded, "{\"text\":\"<｜begin▁of▁sentence｜>Hello, my dog is cute\"}\n");
 }
 

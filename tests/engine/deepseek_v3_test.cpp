@@ -17,7 +17,8 @@ TEST(DeepseekV3, IndexerFreeCheckpointMatchesGoldenWhileContextFitsTopk) {
   std::filesystem::create_directories(dir);
   nlohmann::json config = nlohmann::json::parse(std::ifstream(src + "/config.json"));
   const int64_t topk = config["index_topk"];
-  for (const char* key : {"index_topk", "index_n_heads", "index_head_dim", "indexer_rope_interleave"})
+  for (const char* key :
+       {"index_topk", "index_n_heads", "index_head_dim", "indexer_rope_interleave"})
     config.erase(key);
   config["model_type"] = "deepseek_v3";
   config["architectures"] = {"DeepseekV3ForCausalLM"};
@@ -47,7 +48,8 @@ TEST(DeepseekV3, IndexerFreeCheckpointMatchesGoldenWhileContextFitsTopk) {
   // Past index_topk the indexer matters: the dense model must now differ from the golden.
   std::vector<std::vector<float>> later(r.decode_logits.begin() + fitting, r.decode_logits.end());
   nlohmann::json ref_later = nlohmann::json::array();
-  for (size_t j = fitting; j < gp["decode_logits"].size(); ++j) ref_later.push_back(gp["decode_logits"][j]);
+  for (size_t j = fitting; j < gp["decode_logits"].size(); ++j)
+    ref_later.push_back(gp["decode_logits"][j]);
   EXPECT_GT(max_abs_diff(later, ref_later), 1e-3);
   std::filesystem::remove_all(dir);
 }

@@ -42,7 +42,8 @@ double max_abs_diff(const std::vector<std::vector<float>>& ours, const nlohmann:
   for (size_t r = 0; r < ours.size(); ++r) {
     if (ours[r].size() != golden[r].size()) return INFINITY;
     for (size_t i = 0; i < ours[r].size(); ++i)
-      worst = std::max(worst, std::fabs(static_cast<double>(ours[r][i]) - golden[r][i].get<double>()));
+      worst =
+          std::max(worst, std::fabs(static_cast<double>(ours[r][i]) - golden[r][i].get<double>()));
   }
   return worst;
 }

@@ -33,7 +33,8 @@ TEST(Sampler, SameSeedSameDraws) {
   const std::vector<float> logits = {0.1f, 0.2f, 0.3f, 0.4f};
   Sampler a(42), b(42);
   for (int i = 0; i < 50; ++i)
-    EXPECT_EQ(a.sample(logits.data(), 4, {1.0f, 1.0f, 0}), b.sample(logits.data(), 4, {1.0f, 1.0f, 0}));
+    EXPECT_EQ(a.sample(logits.data(), 4, {1.0f, 1.0f, 0}),
+              b.sample(logits.data(), 4, {1.0f, 1.0f, 0}));
 }
 
 TEST(Sampler, RejectsBadParameters) {

@@ -129,7 +129,9 @@ TEST(ServingEngineTest, PreemptionByRecomputeKeepsGreedyTokens) {
     engine->run_until_idle();
     auto& out = blocks == 256 ? roomy : tight;
     for (auto& s : streams) out.push_back(s->wait_all().tokens);
-    if (blocks == 12) EXPECT_GT(engine->stats().preemptions, 0u);
+    if (blocks == 12) {
+      EXPECT_GT(engine->stats().preemptions, 0u);
+    }
   }
   EXPECT_EQ(tight, roomy);
 }

@@ -52,7 +52,9 @@ TEST(Plan, GuardKeepsSpOffButSpRequested) {
     for (const auto& lp : st.layers) {
       EXPECT_FALSE(lp.sp);
       EXPECT_TRUE(lp.o_proj_reduce);
-      if (lp.moe) EXPECT_EQ(lp.moe_mode, MoeMode::kChunked);
+      if (lp.moe) {
+        EXPECT_EQ(lp.moe_mode, MoeMode::kChunked);
+      }
     }
 }
 

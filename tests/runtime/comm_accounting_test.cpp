@@ -52,20 +52,23 @@ TEST_P(CommAccounting, MeasuredEqualsPlanForEveryRankAndLayer) {
             EXPECT_EQ(calls(measured, scope, Op::kAllGather),
                       lp.input_layout == parallel::Layout::kShard ? 2 : 1)
                 << scope;
-            if (lp.input_layout == parallel::Layout::kShard)  // the H-wide gather before attention
+            if (lp.input_layout == parallel::Layout::kShard) {  // the H-wide gather first
               EXPECT_EQ(measured.at({scope, Op::kAllGather, Group::kTp}).bytes,
                         s * h * 4 + s * (h + 2 * config.num_experts_per_tok) * 4);
+            }
           }
-          if (lp.moe_mode == parallel::MoeMode::kChunked)
+          if (lp.moe_mode == parallel::MoeMode::kChunked) {
             EXPECT_EQ(calls(measured, scope, Op::kAllReduce), 1) << scope;  // o_proj is back
+          }
         }
         if (stage + 1 < o.pp) {
           const std::string exit = parallel::stage_exit_scope(stage);
           const bool sharded_out = !sp.layers.empty() && sp.layers.back().sp;
           const bool full = o.boundary == parallel::BoundaryContract::kFull;
           EXPECT_EQ(calls(measured, exit, Op::kAllGather), full && sharded_out ? 1 : 0);
-          if (full && sharded_out)
+          if (full && sharded_out) {
             EXPECT_EQ(measured.at({exit, Op::kAllGather, Group::kTp}).bytes, s * 2 * h * 4);
+          }
         }
       }
     }

@@ -8,10 +8,10 @@
 namespace handoff::text {
 namespace {
 
+using handoff::testing::command_stdout;
 using handoff::testing::read_file;
 using handoff::testing::read_json_lines;
 using handoff::testing::require_node_modules;
-using handoff::testing::command_stdout;
 using handoff::testing::tests_dir;
 
 // Renders every conversation with the template of `model_dir` in C++ and in JavaScript.
@@ -20,9 +20,9 @@ void expect_matches_reference(const std::filesystem::path& model_dir) {
       std::filesystem::path(HANDOFF_TEST_DATA) / "templates/conversations.jsonl";
   const auto conversations = read_json_lines(read_file(conversations_path));
   ASSERT_GE(conversations.size(), 20u);
-  const auto reference =
-      read_json_lines(command_stdout("node " + (tests_dir() / "tools/render_reference.mjs").string() +
-                                  " " + model_dir.string() + " " + conversations_path.string()));
+  const auto reference = read_json_lines(
+      command_stdout("node " + (tests_dir() / "tools/render_reference.mjs").string() + " " +
+                     model_dir.string() + " " + conversations_path.string()));
   ASSERT_EQ(reference.size(), conversations.size());
   const auto chat_template = ChatTemplate::load(model_dir.string());
   for (size_t i = 0; i < conversations.size(); ++i) {

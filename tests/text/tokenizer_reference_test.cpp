@@ -8,11 +8,11 @@
 namespace handoff::text {
 namespace {
 
+using handoff::testing::command_stdout;
 using handoff::testing::deepseek_v3_dir;
 using handoff::testing::read_file;
 using handoff::testing::read_json_lines;
 using handoff::testing::require_node_modules;
-using handoff::testing::command_stdout;
 using handoff::testing::tests_dir;
 
 TEST(TokenizerReference, CorpusIdsMatchJavaScriptAndRoundTrip) {
@@ -22,7 +22,7 @@ TEST(TokenizerReference, CorpusIdsMatchJavaScriptAndRoundTrip) {
   ASSERT_GE(corpus.size(), 2000u);
   const auto reference = read_json_lines(
       command_stdout("node " + (tests_dir() / "tools/tokenize_reference.mjs").string() + " " +
-                  corpus_path.string()));
+                     corpus_path.string()));
   ASSERT_EQ(reference.size(), corpus.size());
 
   const auto tokenizer = Tokenizer::load(deepseek_v3_dir().string());

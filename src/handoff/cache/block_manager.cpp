@@ -22,8 +22,8 @@ int64_t BlockManager::blocks_needed(const BlockTable& table, int64_t num_tokens)
 void BlockManager::reserve(BlockTable& table, int64_t num_tokens) {
   const int64_t need = blocks_needed(table, num_tokens);
   if (need > free_blocks())
-    fail("KV cache exhausted: {} more blocks needed for {} tokens, {} free of {}", need,
-         num_tokens, free_blocks(), num_blocks_);
+    fail("KV cache exhausted: {} more blocks needed for {} tokens, {} free of {}", need, num_tokens,
+         free_blocks(), num_blocks_);
   for (int64_t i = 0; i < need; ++i) {
     table.blocks_.push_back(free_.back());
     free_.pop_back();

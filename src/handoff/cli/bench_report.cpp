@@ -78,7 +78,8 @@ void print_report(const std::string& title, const std::vector<RequestTiming>& ti
   fmt::print("{:<28} {:.2f}\n", "duration (s)", duration_s);
   fmt::print("{:<28} {} / {}\n", "input / output tokens", in_tokens, out_tokens);
   fmt::print("{:<28} {:.2f}\n", "request throughput (req/s)", static_cast<double>(ok) / duration_s);
-  fmt::print("{:<28} {:.1f}\n", "output throughput (tok/s)", static_cast<double>(out_tokens) / duration_s);
+  fmt::print("{:<28} {:.1f}\n", "output throughput (tok/s)",
+             static_cast<double>(out_tokens) / duration_s);
   fmt::print("{:<28} {:.1f}\n", "total throughput (tok/s)",
              static_cast<double>(in_tokens + out_tokens) / duration_s);
   fmt::print("latencies in ms:\n");

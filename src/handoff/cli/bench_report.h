@@ -13,9 +13,9 @@ struct RequestTiming {
   std::string error;
   int64_t prompt_tokens = 0;
   int64_t output_tokens = 0;
-  double ttft = 0;                 // seconds from send to the first token
-  double latency = 0;              // seconds from send to the last byte
-  std::vector<double> itl;         // seconds between consecutive tokens
+  double ttft = 0;          // seconds from send to the first token
+  double latency = 0;       // seconds from send to the last byte
+  std::vector<double> itl;  // seconds between consecutive tokens
 };
 
 // "[#####.....] 12/32" on stderr, redrawn in place; thread-safe.

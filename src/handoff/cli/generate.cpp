@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -12,17 +14,14 @@
 
 #include "handoff/cli/commands.h"
 #include "handoff/cli/parallel_flags.h"
-#include "handoff/log.h"
-#include "handoff/parallel/plan_json.h"
-#include "handoff/runtime/rank_launcher.h"
-
-#include <chrono>
-#include <mutex>
 #include "handoff/engine/dump.h"
 #include "handoff/engine/generator.h"
 #include "handoff/engine/sampler.h"
 #include "handoff/error.h"
+#include "handoff/log.h"
 #include "handoff/model/model.h"
+#include "handoff/parallel/plan_json.h"
+#include "handoff/runtime/rank_launcher.h"
 #include "handoff/tensor/thread_pool.h"
 #include "handoff/text/chat_template.h"
 #include "handoff/text/tokenizer.h"
@@ -137,7 +136,8 @@ void run_generate(const GenerateArgs& args) {
   if ((args.fail_rank >= 0) != (args.fail_at_step >= 0))
     fail_input("--fail-rank and --fail-at-step go together");
   if (args.fail_rank >= popts.tp * popts.pp)
-    fail_input("--fail-rank {} is not a rank of a {}-rank run", args.fail_rank, popts.tp * popts.pp);
+    fail_input("--fail-rank {} is not a rank of a {}-rank run", args.fail_rank,
+               popts.tp * popts.pp);
   // Plan before any rank starts: a layout that cannot run fails here, once, with its reason.
   const model::ModelConfig config = model::load_config(args.model_dir + "/config.json");
   const parallel::Plan plan = parallel::make_plan(config, popts);
@@ -147,16 +147,16 @@ void run_generate(const GenerateArgs& args) {
         fail_input("prompt {}: token id {} is outside the vocabulary of {}", i, id,
                    config.vocab_size);
   if (plan.sp_requested_but_inactive())
-    log::warn("--sp on is requested but inactive in every layer: {}",
-              [&] {
-                std::string why;
-                for (const auto& c : plan.gate.conditions)
-                  if (!c.pass) why += (why.empty() ? "" : "; ") + c.reason;
-                return why;
-              }());
+    log::warn("--sp on is requested but inactive in every layer: {}", [&] {
+      std::string why;
+      for (const auto& c : plan.gate.conditions)
+        if (!c.pass) why += (why.empty() ? "" : "; ") + c.reason;
+      return why;
+    }());
   int64_t max_context = 0;
   for (const auto& p : prompts)
-    max_context = std::max<int64_t>(max_context, static_cast<int64_t>(p.size()) + args.max_new_tokens);
+    max_context =
+        std::max<int64_t>(max_context, static_cast<int64_t>(p.size()) + args.max_new_tokens);
   engine::GenerationOptions options;
   options.max_new_tokens = args.max_new_tokens;
   options.prefill_chunk = args.prefill_chunk;
@@ -227,7 +227,8 @@ void run_generate(const GenerateArgs& args) {
   }
   if (!args.comm_report.empty()) {
     std::vector<comm::CommCounts> per_stage;
-    for (int s = 0; s < popts.pp; ++s) per_stage.push_back(counts[static_cast<size_t>(s * popts.tp)]);
+    for (int s = 0; s < popts.pp; ++s)
+      per_stage.push_back(counts[static_cast<size_t>(s * popts.tp)]);
     std::ofstream out(args.comm_report);
     if (!out) fail_input("--comm-report {}: cannot write", args.comm_report);
     out << parallel::report_to_json(plan, per_stage).dump(2);

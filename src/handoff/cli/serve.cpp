@@ -47,11 +47,16 @@ void run_serve(const ServeFlags& f) {
     }
   }
   serve::ProtocolContext ctx;
-  ctx.served_model = f.served_model_name.empty()
-                         ? std::filesystem::path(f.engine.model_dir).lexically_normal().filename().string()
-                         : f.served_model_name;
+  ctx.served_model =
+      f.served_model_name.empty()
+          ? std::filesystem::path(f.engine.model_dir).lexically_normal().filename().string()
+          : f.served_model_name;
   if (ctx.served_model.empty())
-    ctx.served_model = std::filesystem::path(f.engine.model_dir).lexically_normal().parent_path().filename().string();
+    ctx.served_model = std::filesystem::path(f.engine.model_dir)
+                           .lexically_normal()
+                           .parent_path()
+                           .filename()
+                           .string();
   ctx.tokenizer = loaded.tokenizer.get();
   ctx.chat_template = chat_template.get();
   ctx.max_model_len = loaded.engine->options().max_model_len;
@@ -95,14 +100,16 @@ void add_serve_command(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
   add_engine_flags(*cmd, f->engine);
-  cmd->add_option("--host", f->host, "Address to listen on (loopback by default)")->capture_default_str();
+  cmd->add_option("--host", f->host, "Address to listen on (loopback by default)")
+      ->capture_default_str();
   cmd->add_option("--port", f->port, "Port (0: any free port)")->capture_default_str();
   cmd->add_option("--served-model-name", f->served_model_name,
                   "Model id in the API (default: the model folder's name)");
   cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY'");
   cmd->add_option("--http-threads", f->http_threads, "HTTP worker threads (>= concurrent streams)")
       ->capture_default_str();
-  cmd->add_option("--drain-timeout", f->drain_timeout, "Seconds SIGTERM waits for in-flight requests")
+  cmd->add_option("--drain-timeout", f->drain_timeout,
+                  "Seconds SIGTERM waits for in-flight requests")
       ->capture_default_str();
   cmd->callback([f] { run_serve(*f); });
 }

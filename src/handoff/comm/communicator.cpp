@@ -103,7 +103,8 @@ void Communicator::send(const float* data, int64_t count, int dst_rank) {
                topology_.world_size());
   }
   // A pipeline hand-off (same tp rank, another stage) is counted on the pp group.
-  this->count(Op::kSend, dst_rank % topology_.tp == topology_.tp_rank() ? Group::kPp : Group::kWorld,
+  this->count(Op::kSend,
+              dst_rank % topology_.tp == topology_.tp_rank() ? Group::kPp : Group::kWorld,
               count * kFloatBytes);
   do_send(data, count, dst_rank);
 }
@@ -113,7 +114,8 @@ void Communicator::recv(float* data, int64_t count, int src_rank) {
     fail_input("rank {}: recv from invalid rank {} (world size {})", topology_.rank, src_rank,
                topology_.world_size());
   }
-  this->count(Op::kRecv, src_rank % topology_.tp == topology_.tp_rank() ? Group::kPp : Group::kWorld,
+  this->count(Op::kRecv,
+              src_rank % topology_.tp == topology_.tp_rank() ? Group::kPp : Group::kWorld,
               count * kFloatBytes);
   do_recv(data, count, src_rank);
 }

@@ -14,8 +14,8 @@ nlohmann::json golden_format_dump(const model::ModelConfig& config,
     p["tokens"] = r.prompt;
     p["n_decode"] = r.generated.size();
     p["prefill_logits"] = r.prefill_logits;
-    p["prefill_last_logits"] =
-        r.prefill_logits.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.prefill_logits.back());
+    p["prefill_last_logits"] = r.prefill_logits.empty() ? nlohmann::json(nullptr)
+                                                        : nlohmann::json(r.prefill_logits.back());
     p["greedy_tokens"] = r.generated;
     p["decode_logits"] = r.decode_logits;
     if (!r.decode_logits.empty()) {

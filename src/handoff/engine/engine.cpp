@@ -199,9 +199,8 @@ bool Engine::step() {
     Sequence& seq = *plan[i].seq;
     seq.num_computed += plan[i].num_tokens;
     if (seq.preemptions == 0)
-      prompt_tokens += static_cast<uint64_t>(
-          std::max<int64_t>(0, std::min(seq.num_computed, seq.prompt_len) -
-                                   std::min(plan[i].start, seq.prompt_len)));
+      prompt_tokens += static_cast<uint64_t>(std::max<int64_t>(
+          0, std::min(seq.num_computed, seq.prompt_len) - std::min(plan[i].start, seq.prompt_len)));
     if (plan[i].samples) sample(seq, logits.data<float>() + static_cast<int64_t>(i) * vocab);
   }
   {
@@ -252,7 +251,8 @@ void Engine::sample(Sequence& seq, const float* logits) {
 
   RequestEvent event;
   event.tokens = {token};
-  if (r.top_logprobs >= 0) event.logprobs.push_back(token_logprob(logits, vocab, token, r.top_logprobs));
+  if (r.top_logprobs >= 0)
+    event.logprobs.push_back(token_logprob(logits, vocab, token, r.top_logprobs));
   const bool stop_token =
       (!r.ignore_eos && eos_ && token == *eos_) ||
       std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), token) != r.stop_token_ids.end();
@@ -280,7 +280,8 @@ void Engine::sample(Sequence& seq, const float* logits) {
       hold = std::max(hold, s.size() - 1);
     }
     // Hold back what could still begin a stop string.
-    const size_t emit = seq.held_text.size() > hold ? utf8_cut(seq.held_text, seq.held_text.size() - hold) : 0;
+    const size_t emit =
+        seq.held_text.size() > hold ? utf8_cut(seq.held_text, seq.held_text.size() - hold) : 0;
     event.text = seq.held_text.substr(0, emit);
     seq.held_text.erase(0, emit);
   }

@@ -32,8 +32,8 @@ tensor::Tensor Generator::forward(const GenerationOptions& options,
                                   const model::SequenceChunk& chunk, model::StepTrace* trace) {
   const int rank = model_.comm() != nullptr ? model_.comm()->topology().rank : 0;
   if (rank == options.fail_rank && forwards_ == options.fail_at_step)
-    fail("rank {}: injected failure at step {} (--fail-rank {} --fail-at-step {})", rank,
-         forwards_, options.fail_rank, options.fail_at_step);
+    fail("rank {}: injected failure at step {} (--fail-rank {} --fail-at-step {})", rank, forwards_,
+         options.fail_rank, options.fail_at_step);
   ++forwards_;
   return model_.forward({chunk}, cache_, trace);
 }
@@ -89,11 +89,12 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt,
     // The last stage samples; with several ranks its first tp rank broadcasts the token.
     int32_t sampled = 0;
     if (logits.defined())
-      sampled = sampler.sample(logits.data<float>() + (logits.size(0) - 1) * vocab,
-                               options.sample_vocab > 0 ? std::min(vocab, options.sample_vocab)
-                                                        : vocab,
-                               options.sampling);
-    if (comm::Communicator* comm = model_.comm(); comm != nullptr && comm->topology().world_size() > 1) {
+      sampled =
+          sampler.sample(logits.data<float>() + (logits.size(0) - 1) * vocab,
+                         options.sample_vocab > 0 ? std::min(vocab, options.sample_vocab) : vocab,
+                         options.sampling);
+    if (comm::Communicator* comm = model_.comm();
+        comm != nullptr && comm->topology().world_size() > 1) {
       comm->set_scope(parallel::sample_scope());
       comm->broadcast(comm::Group::kWorld, &sampled, sizeof sampled,
                       (comm->topology().pp - 1) * comm->topology().tp);

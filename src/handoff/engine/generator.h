@@ -30,8 +30,8 @@ struct GenerationResult {
   std::vector<int32_t> prompt;
   std::vector<int32_t> generated;
   // Recorded only with options.record:
-  std::vector<std::vector<float>> prefill_logits;  // [T][V]
-  std::vector<std::vector<float>> decode_logits;   // [n][V]
+  std::vector<std::vector<float>> prefill_logits;                       // [T][V]
+  std::vector<std::vector<float>> decode_logits;                        // [n][V]
   std::vector<std::vector<std::vector<int32_t>>> indexer_topk_prefill;  // [layer][t]
   std::vector<std::vector<std::vector<int32_t>>> indexer_topk_decode;   // [step][layer]
   std::vector<std::vector<std::vector<int32_t>>> experts_prefill;       // [layer][t]

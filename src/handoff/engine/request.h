@@ -18,10 +18,10 @@ struct Request {
   SamplingParams sampling;
   uint64_t seed = 0;
   int64_t max_tokens = 16;
-  std::vector<std::string> stop;         // stop strings, checked on the decoded text
-  std::vector<int32_t> stop_token_ids;   // besides eos
+  std::vector<std::string> stop;        // stop strings, checked on the decoded text
+  std::vector<int32_t> stop_token_ids;  // besides eos
   bool ignore_eos = false;
-  int top_logprobs = -1;                 // -1: no logprobs; 0..20: the sampled token's + this many
+  int top_logprobs = -1;  // -1: no logprobs; 0..20: the sampled token's + this many
 };
 
 struct TopLogprob {

@@ -30,7 +30,8 @@ void apply_penalties(float* logits, int64_t n, const SamplingParams& p, const Pe
     const int64_t m = std::min<int64_t>(n, static_cast<int64_t>(state.seen.size()));
     for (int64_t i = 0; i < m; ++i) {
       if (!state.seen[static_cast<size_t>(i)]) continue;
-      logits[i] = logits[i] > 0 ? logits[i] / p.repetition_penalty : logits[i] * p.repetition_penalty;
+      logits[i] =
+          logits[i] > 0 ? logits[i] / p.repetition_penalty : logits[i] * p.repetition_penalty;
     }
   }
   for (const auto& [id, count] : state.output_counts) {

@@ -12,8 +12,8 @@ namespace handoff::engine {
 struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy
   float top_p = 1.0f;
-  int64_t top_k = 0;   // 0: no limit
-  float min_p = 0.0f;  // drop tokens below min_p * p(most likely); 0: off
+  int64_t top_k = 0;                // 0: no limit
+  float min_p = 0.0f;               // drop tokens below min_p * p(most likely); 0: off
   float presence_penalty = 0.0f;    // OpenAI: subtracted once from every generated token
   float frequency_penalty = 0.0f;   // OpenAI: subtracted per occurrence in the output
   float repetition_penalty = 1.0f;  // CTRL / HF: prompt and output tokens, /p if >0 else *p

@@ -54,7 +54,8 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
     }
     if (dropped_self) break;  // everything after i was younger and is gone too
     blocks_.reserve(seq->blocks, seq->num_computed + n);
-    out.push_back({seq, seq->num_computed, n, seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
+    out.push_back({seq, seq->num_computed, n,
+                   seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
     budget -= n;
     ++i;
   }
@@ -65,7 +66,8 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
     const int64_t n = std::min(seq->pending(), budget);
     if (!blocks_.can_reserve(seq->blocks, seq->num_computed + n)) break;
     blocks_.reserve(seq->blocks, seq->num_computed + n);
-    out.push_back({seq, seq->num_computed, n, seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
+    out.push_back({seq, seq->num_computed, n,
+                   seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
     budget -= n;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();

@@ -22,7 +22,7 @@ struct SchedulerOptions {
 
 struct ScheduledChunk {
   Sequence* seq = nullptr;
-  int64_t start = 0;      // first token fed (== seq->num_computed before the step)
+  int64_t start = 0;  // first token fed (== seq->num_computed before the step)
   int64_t num_tokens = 0;
   // The chunk reaches the end of the known tokens: its last row's logits sample a new token.
   bool samples = false;
@@ -50,7 +50,7 @@ class Scheduler {
 
   SchedulerOptions options_;
   cache::BlockManager& blocks_;
-  std::deque<std::unique_ptr<Sequence>> waiting_;  // oldest first; preempted ones go in front
+  std::deque<std::unique_ptr<Sequence>> waiting_;   // oldest first; preempted ones go in front
   std::vector<std::unique_ptr<Sequence>> running_;  // oldest first
   int64_t preemptions_ = 0;
 };

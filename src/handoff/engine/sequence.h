@@ -17,8 +17,12 @@ namespace handoff::engine {
 
 struct Sequence {
   Sequence(uint64_t id, Request r, std::shared_ptr<RequestStream> s)
-      : id(id), request(std::move(r)), stream(std::move(s)), sampler(request.seed),
-        tokens(request.prompt), prompt_len(static_cast<int64_t>(request.prompt.size())) {}
+      : id(id),
+        request(std::move(r)),
+        stream(std::move(s)),
+        sampler(request.seed),
+        tokens(request.prompt),
+        prompt_len(static_cast<int64_t>(request.prompt.size())) {}
 
   uint64_t id;  // arrival order: a larger id is younger
   Request request;
@@ -26,7 +30,7 @@ struct Sequence {
   Sampler sampler;
   std::vector<int32_t> tokens;  // prompt + generated; a preempted sequence recomputes them all
   int64_t prompt_len;
-  int64_t num_computed = 0;     // tokens whose cache rows are written
+  int64_t num_computed = 0;  // tokens whose cache rows are written
   cache::BlockTable blocks;
   int64_t preemptions = 0;
 

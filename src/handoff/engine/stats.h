@@ -12,7 +12,8 @@ namespace handoff::engine {
 
 class Histogram {
  public:
-  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
+  explicit Histogram(std::vector<double> bounds)
+      : bounds_(std::move(bounds)), counts_(bounds_.size() + 1) {}
   void observe(double v);
   const std::vector<double>& bounds() const { return bounds_; }
   const std::vector<uint64_t>& counts() const { return counts_; }  // not cumulative; last: +Inf

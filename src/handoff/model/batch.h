@@ -21,7 +21,7 @@ struct StepMeta {
   struct Sequence {
     int64_t start_pos = 0;
     int64_t num_tokens = 0;
-    int64_t first_token = 0;        // row of its first token in the step's activations
+    int64_t first_token = 0;         // row of its first token in the step's activations
     std::vector<int64_t> key_slots;  // cache rows of positions 0 .. start_pos + num_tokens - 1
   };
   std::vector<Sequence> sequences;

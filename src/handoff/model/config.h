@@ -49,7 +49,7 @@ struct ModelConfig {
   int64_t first_k_dense_replace = 0;
   int64_t moe_layer_freq = 1;
   double rms_norm_eps = 1e-6;
-  bool rope_interleave = true;          // MLA q_pe/k_pe layout
+  bool rope_interleave = true;           // MLA q_pe/k_pe layout
   bool indexer_rope_interleave = false;  // indexer layout (GLM-5 true, DeepSeek-V3.2 false)
   RopeConfig rope;
   int64_t max_position_embeddings = 0;

@@ -27,8 +27,8 @@ DecoderLayer::DecoderLayer(const ModelConfig& config, const WeightLoader& weight
   input_norm_ = weights.f32(p + "input_layernorm.weight", {hidden_size_});
   post_norm_ = weights.f32(p + "post_attention_layernorm.weight", {hidden_size_});
   const int64_t heads = config.num_attention_heads / tp.size;
-  attention_ = std::make_unique<MlaAttention>(config, weights, layer,
-                                              HeadRange{tp.rank * heads, heads});
+  attention_ =
+      std::make_unique<MlaAttention>(config, weights, layer, HeadRange{tp.rank * heads, heads});
   if (plan.moe) {
     const int64_t experts = config.n_routed_experts / tp.size;
     const int64_t shared = config.moe_intermediate_size * config.n_shared_experts / tp.size;

@@ -41,8 +41,7 @@ class DecoderLayer {
                const parallel::LayerPlan& plan, TensorParallelRank tp, int64_t cache_layer);
 
   const parallel::LayerPlan& plan() const { return plan_; }
-  void forward(Activations& io, const StepMeta& meta, cache::PagedCache& cache,
-               StepTrace* trace);
+  void forward(Activations& io, const StepMeta& meta, cache::PagedCache& cache, StepTrace* trace);
 
  private:
   void forward_sequence_parallel(Activations& io, const StepMeta& meta, cache::PagedCache& cache,

@@ -8,8 +8,7 @@
 
 namespace handoff::model {
 
-Indexer::Indexer(const ModelConfig& config, const WeightLoader& weights,
-                 const std::string& prefix)
+Indexer::Indexer(const ModelConfig& config, const WeightLoader& weights, const std::string& prefix)
     : heads_(config.index_n_heads),
       head_dim_(config.index_head_dim),
       rope_dim_(config.qk_rope_head_dim),

@@ -32,12 +32,12 @@ class MlaAttention {
 
   // x: the normed input [T, D]. out [T, D]: o_proj over this rank's heads (a partial sum when
   // heads are split across ranks; the caller owns the reduction).
-  void forward(const float* x, const StepMeta& meta, cache::PagedCache& cache,
-               int64_t cache_layer, StepTrace* trace, int64_t trace_layer, float* out);
+  void forward(const float* x, const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer,
+               StepTrace* trace, int64_t trace_layer, float* out);
 
  private:
-  void attend(const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer,
-              const float* q, const float* q_abs, float* latent) const;
+  void attend(const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer, const float* q,
+              const float* q_abs, float* latent) const;
 
   int64_t hidden_, heads_, nope_, rope_dim_, v_dim_, kv_rank_, q_rank_;
   float eps_, softmax_scale_;

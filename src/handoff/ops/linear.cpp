@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cstring>
 #include <dnnl.hpp>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -44,7 +43,8 @@ const dnnl::engine& cpu_engine() {
 // The work around a oneDNN call (activation split, hi + lo sum) runs on OpenMP's team, the one
 // oneDNN uses, while it is awake; our own idle workers are told to sleep so the two teams do
 // not compete for the cores.
-void park_and_run_on_openmp(int64_t rows, const std::function<void(int64_t, int64_t)>& body) {
+template <typename Body>
+void park_and_run_on_openmp(int64_t rows, const Body& body) {
   tensor::park_workers();
   const int threads = static_cast<int>(std::min<int64_t>(tensor::num_threads(), rows));
 #pragma omp parallel num_threads(threads)

@@ -11,7 +11,10 @@ class ApiError : public Error {
  public:
   ApiError(int status, std::string message, std::string param = {}, std::string code = {},
            std::string type = "invalid_request_error")
-      : Error(message), status(status), param(std::move(param)), code(std::move(code)),
+      : Error(message),
+        status(status),
+        param(std::move(param)),
+        code(std::move(code)),
         type(std::move(type)) {}
   int status;
   std::string param, code, type;

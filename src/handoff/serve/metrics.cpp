@@ -28,13 +28,15 @@ void scalar(std::string& out, const std::string& name, const char* type, const s
 std::string render_metrics(const engine::EngineStats& s, const HttpCounts& http,
                            const comm::CommCounts& comm) {
   std::string out;
-  out += "# HELP handoff_http_requests_total HTTP requests by endpoint and status.\n"
-         "# TYPE handoff_http_requests_total counter\n";
+  out +=
+      "# HELP handoff_http_requests_total HTTP requests by endpoint and status.\n"
+      "# TYPE handoff_http_requests_total counter\n";
   for (const auto& [key, n] : http.requests)
     out += fmt::format("handoff_http_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n",
                        key.first, key.second, n);
-  out += "# HELP handoff_requests_finished_total Engine requests by finish reason.\n"
-         "# TYPE handoff_requests_finished_total counter\n";
+  out +=
+      "# HELP handoff_requests_finished_total Engine requests by finish reason.\n"
+      "# TYPE handoff_requests_finished_total counter\n";
   for (const auto& [reason, n] : s.finished)
     out += fmt::format("handoff_requests_finished_total{{finish_reason=\"{}\"}} {}\n", reason, n);
   scalar(out, "handoff_prompt_tokens_total", "counter", "Prompt tokens prefilled.",
@@ -57,8 +59,9 @@ std::string render_metrics(const engine::EngineStats& s, const HttpCounts& http,
   histogram(out, "handoff_inter_token_latency_seconds", "Time between tokens of a request.",
             s.inter_token);
   histogram(out, "handoff_e2e_request_latency_seconds", "Arrival to finish.", s.e2e);
-  out += "# HELP handoff_comm_bytes_total Bytes through collectives by layer, op and group "
-         "(this process's ranks).\n# TYPE handoff_comm_bytes_total counter\n";
+  out +=
+      "# HELP handoff_comm_bytes_total Bytes through collectives by layer, op and group "
+      "(this process's ranks).\n# TYPE handoff_comm_bytes_total counter\n";
   for (const auto& [key, st] : comm) {
     const auto& [layer, op, group] = key;
     out += fmt::format("handoff_comm_bytes_total{{scope=\"{}\",op=\"{}\",group=\"{}\"}} {}\n",

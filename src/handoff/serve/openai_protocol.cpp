@@ -27,7 +27,8 @@ int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi, int64
   const json& v = body[key];
   if (!v.is_number_integer()) bad(key, fmt::format("'{}' must be an integer", key));
   const int64_t i = v.get<int64_t>();
-  if (i < lo || i > hi) bad(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, i));
+  if (i < lo || i > hi)
+    bad(key, fmt::format("'{}' must be between {} and {}, got {}", key, lo, hi, i));
   return i;
 }
 
@@ -42,7 +43,8 @@ std::vector<int32_t> token_list(const json& v, const char* key, int64_t vocab) {
   for (const json& t : v) {
     if (!t.is_number_integer()) bad(key, fmt::format("'{}' must hold token ids (integers)", key));
     const int64_t id = t.get<int64_t>();
-    if (id < 0 || id >= vocab) bad(key, fmt::format("token id {} is outside the vocabulary of {}", id, vocab));
+    if (id < 0 || id >= vocab)
+      bad(key, fmt::format("token id {} is outside the vocabulary of {}", id, vocab));
     ids.push_back(static_cast<int32_t>(id));
   }
   return ids;
@@ -63,14 +65,28 @@ std::string message_text(const json& content, size_t i) {
   return text;
 }
 
-const std::set<std::string> kCommon = {
-    "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty",
-    "frequency_penalty", "repetition_penalty", "stop", "stop_token_ids", "ignore_eos", "n",
-    "stream", "stream_options", "user", "logprobs"};
+const std::set<std::string> kCommon = {"model",
+                                       "max_tokens",
+                                       "temperature",
+                                       "top_p",
+                                       "top_k",
+                                       "min_p",
+                                       "seed",
+                                       "presence_penalty",
+                                       "frequency_penalty",
+                                       "repetition_penalty",
+                                       "stop",
+                                       "stop_token_ids",
+                                       "ignore_eos",
+                                       "n",
+                                       "stream",
+                                       "stream_options",
+                                       "user",
+                                       "logprobs"};
 const std::set<std::string> kCompletionsOnly = {"prompt", "echo", "best_of", "suffix"};
-const std::set<std::string> kChatOnly = {"messages", "max_completion_tokens", "top_logprobs",
-                                          "tools", "tool_choice", "response_format",
-                                          "chat_template_kwargs"};
+const std::set<std::string> kChatOnly = {
+    "messages",    "max_completion_tokens", "top_logprobs",        "tools",
+    "tool_choice", "response_format",       "chat_template_kwargs"};
 
 }  // namespace
 
@@ -86,12 +102,14 @@ nlohmann::json error_body(const ApiError& e) {
             {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
 }
 
-ParsedRequest parse_request(Endpoint endpoint, const std::string& text, const ProtocolContext& ctx) {
+ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
+                            const ProtocolContext& ctx) {
   json body;
   try {
     body = json::parse(text);
   } catch (const json::exception& e) {
-    throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "", "invalid_json");
+    throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "",
+                   "invalid_json");
   }
   if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
   const bool chat = endpoint == Endpoint::kChat;
@@ -150,20 +168,23 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text, const Pr
   }
   const int64_t vocab = ctx.vocab_size;
   if (body.contains("stop_token_ids") && !body["stop_token_ids"].is_null()) {
-    if (!body["stop_token_ids"].is_array()) bad("stop_token_ids", "'stop_token_ids' must be a list");
+    if (!body["stop_token_ids"].is_array())
+      bad("stop_token_ids", "'stop_token_ids' must be a list");
     r.stop_token_ids = token_list(body["stop_token_ids"], "stop_token_ids", vocab);
   }
 
   if (!chat) {
     if (boolean(body, "echo", false)) bad("echo", "'echo' is not supported");
     if (integer(body, "best_of", 1, 1, 1) != 1) bad("best_of", "only best_of = 1 is supported");
-    if (body.contains("suffix") && !body["suffix"].is_null()) bad("suffix", "'suffix' is not supported");
+    if (body.contains("suffix") && !body["suffix"].is_null())
+      bad("suffix", "'suffix' is not supported");
     if (body.contains("logprobs") && !body["logprobs"].is_null()) {
       r.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, 20, 0));
       p.logprobs = true;
     }
     r.max_tokens = integer(body, "max_tokens", 1, INT32_MAX, 16);
-    if (!body.contains("prompt")) throw ApiError(400, "'prompt' is required", "prompt", "missing_required_parameter");
+    if (!body.contains("prompt"))
+      throw ApiError(400, "'prompt' is required", "prompt", "missing_required_parameter");
     json prompt = body["prompt"];
     if (prompt.is_array() && prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array()))
       prompt = prompt[0];
@@ -196,7 +217,8 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text, const Pr
       throw ApiError(400, "'messages' must be a non-empty list", "messages");
     text::ChatRequest chat_req;
     chat_req.add_generation_prompt = true;
-    static const std::set<std::string> kRoles = {"system", "user", "assistant", "tool", "developer"};
+    static const std::set<std::string> kRoles = {"system", "user", "assistant", "tool",
+                                                 "developer"};
     for (size_t i = 0; i < body["messages"].size(); ++i) {
       const json& m = body["messages"][i];
       if (!m.is_object() || !m.contains("role") || !m["role"].is_string() ||
@@ -253,8 +275,8 @@ json logprobs_json(const ParsedRequest& p, const std::vector<engine::TokenLogpro
         const std::string tt = token_text(ctx, x.token);
         top.push_back({{"token", tt}, {"logprob", x.logprob}, {"bytes", bytes_of(tt)}});
       }
-      content.push_back({{"token", t}, {"logprob", lp.logprob}, {"bytes", bytes_of(t)},
-                         {"top_logprobs", top}});
+      content.push_back(
+          {{"token", t}, {"logprob", lp.logprob}, {"bytes", bytes_of(t)}, {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
@@ -271,12 +293,15 @@ json logprobs_json(const ParsedRequest& p, const std::vector<engine::TokenLogpro
     offsets.push_back(offset);
     offset += static_cast<int64_t>(t.size());
   }
-  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top},
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top},
           {"text_offset", offsets}};
 }
 
 json usage(int64_t prompt, int64_t completion) {
-  return {{"prompt_tokens", prompt}, {"completion_tokens", completion},
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
           {"total_tokens", prompt + completion}};
 }
 
@@ -289,7 +314,8 @@ json finish_json(const std::optional<std::string>& reason) {
 
 nlohmann::json make_response(const ParsedRequest& p, const std::string& id, int64_t created,
                              const engine::RequestEvent& all, const ProtocolContext& ctx) {
-  json choice = {{"index", 0}, {"logprobs", logprobs_json(p, all.logprobs, ctx)},
+  json choice = {{"index", 0},
+                 {"logprobs", logprobs_json(p, all.logprobs, ctx)},
                  {"finish_reason", finish_json(all.finish_reason)}};
   const bool chat = p.endpoint == Endpoint::kChat;
   if (chat)
@@ -307,10 +333,12 @@ nlohmann::json make_response(const ParsedRequest& p, const std::string& id, int6
 nlohmann::json make_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
                           const engine::RequestEvent& e, const ProtocolContext& ctx) {
   const bool chat = p.endpoint == Endpoint::kChat;
-  json choice = {{"index", 0}, {"logprobs", logprobs_json(p, e.logprobs, ctx)},
+  json choice = {{"index", 0},
+                 {"logprobs", logprobs_json(p, e.logprobs, ctx)},
                  {"finish_reason", finish_json(e.finish_reason)}};
   if (chat)
-    choice["delta"] = e.text.empty() && e.finish_reason ? json::object() : json{{"content", e.text}};
+    choice["delta"] =
+        e.text.empty() && e.finish_reason ? json::object() : json{{"content", e.text}};
   else
     choice["text"] = e.text;
   json chunk = {{"id", id},

@@ -25,7 +25,7 @@ struct ParsedRequest {
 
 struct ProtocolContext {
   std::string served_model;
-  const text::Tokenizer* tokenizer = nullptr;     // null: prompts must be token ids
+  const text::Tokenizer* tokenizer = nullptr;  // null: prompts must be token ids
   const text::ChatTemplate* chat_template = nullptr;
   int64_t max_model_len = 0;
   int64_t vocab_size = 0;

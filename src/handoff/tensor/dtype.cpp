@@ -8,24 +8,36 @@ namespace handoff::tensor {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-    case DType::kF8E4M3: return 1;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kF16:
+      return 2;
+    case DType::kF8E4M3:
+      return 1;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
   }
   return 0;
 }
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kF8E4M3: return "f8_e4m3";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kF8E4M3:
+      return "f8_e4m3";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
   }
   return "?";
 }
@@ -62,8 +74,8 @@ uint16_t f32_to_f16(float f) {
   if (a < std::ldexp(1.0f, -24) * 0.5f) return sign;
   int exp;
   std::frexp(a, &exp);  // a = m * 2^exp, m in [0.5, 1)
-  int e = exp - 1;       // a = 1.x * 2^e
-  if (e < -14) {         // subnormal: units of 2^-24
+  int e = exp - 1;      // a = 1.x * 2^e
+  if (e < -14) {        // subnormal: units of 2^-24
     const float q = std::nearbyint(std::ldexp(a, 24));
     return sign | static_cast<uint16_t>(q);
   }

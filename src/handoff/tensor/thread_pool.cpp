@@ -52,13 +52,15 @@ class WorkerPool {
   // True on a thread while it runs chunks (workers always): nested parallel_for runs inline.
   static bool& t_inside_region();
 
-  void run(int64_t chunks, const std::function<void(int64_t)>& chunk_body) {
+  // Runs body over [0, n) split into `chunks` even parts, the caller taking part.
+  void run(int64_t n, int64_t chunks, const RangeBody& body) {
     // An odd generation closes the previous job: a worker still inside it (it found no chunk
     // left) leaves before the fields below are rewritten; newcomers back off.
     generation_.fetch_add(1);
     for (int i = 0; inside_.load() != 0; ++i)
       i < kSpinIterations ? cpu_relax() : static_cast<void>(sched_yield());
-    body_ = &chunk_body;
+    body_ = &body;
+    n_ = n;
     chunks_ = chunks;
     failure_ = nullptr;
     next_.store(0, std::memory_order_relaxed);
@@ -80,7 +82,8 @@ class WorkerPool {
   void work() {
     for (int64_t c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < chunks_;) {
       try {
-        (*body_)(c);
+        const int64_t begin = n_ * c / chunks_, end = n_ * (c + 1) / chunks_;
+        if (begin < end) (*body_)(begin, end);
       } catch (...) {
         std::lock_guard lock(failure_mutex_);
         if (!failure_) failure_ = std::current_exception();
@@ -127,7 +130,8 @@ class WorkerPool {
   alignas(64) std::atomic<int64_t> done_{0};
   alignas(64) std::atomic<int> sleepers_{0};
   std::atomic<bool> parked_{false};
-  const std::function<void(int64_t)>* body_ = nullptr;
+  const RangeBody* body_ = nullptr;  // the current job's; lives while run() waits
+  int64_t n_ = 0;
   int64_t chunks_ = 0;
   std::exception_ptr failure_;
   std::mutex failure_mutex_;
@@ -171,7 +175,7 @@ void park_workers() {
   if (t_pool) t_pool->park();
 }
 
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+void parallel_for(int64_t n, int64_t grain, RangeBody body) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int threads = num_threads();
@@ -182,13 +186,9 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
     return;
   }
   const int64_t chunks = std::min<int64_t>(max_chunks, threads * kChunksPerThread);
-  const std::function<void(int64_t)> chunk_body = [&](int64_t c) {
-    const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-    if (begin < end) body(begin, end);
-  };
   inside = true;
   try {
-    pool_for(threads).run(chunks, chunk_body);
+    pool_for(threads).run(n, chunks, body);
   } catch (...) {
     inside = false;
     throw;

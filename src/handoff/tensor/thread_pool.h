@@ -5,7 +5,7 @@
 // oneDNN keeps OpenMP's team (Debian builds it with the OpenMP runtime); it only runs the large
 // prefill GEMMs, never from inside parallel_for.
 #include <cstdint>
-#include <functional>
+#include <type_traits>
 
 namespace handoff::tensor {
 
@@ -18,9 +18,27 @@ void set_num_threads(int n);
 // before work on other threads (a oneDNN primitive on OpenMP's team), so they do not compete.
 void park_workers();
 
+// A non-owning reference to a callable body(begin, end): unlike std::function, passing a
+// lambda never allocates, so ops in the step loop stay allocation-free. Valid while the
+// referenced callable lives (for a temporary lambda: the whole parallel_for call).
+class RangeBody {
+ public:
+  template <typename F>
+  requires(!std::is_same_v<std::decay_t<F>, RangeBody>)
+      RangeBody(const F& f)  // NOLINT: implicit, so a lambda passes as is
+      : callable_(&f), call_([](const void* c, int64_t begin, int64_t end) {
+          (*static_cast<const F*>(c))(begin, end);
+        }) {}
+  void operator()(int64_t begin, int64_t end) const { call_(callable_, begin, end); }
+
+ private:
+  const void* callable_;
+  void (*call_)(const void*, int64_t, int64_t);
+};
+
 // Calls body(begin, end) on disjoint chunks covering [0, n), possibly several per thread, in
 // any order; chunks are about `grain` long at least. Inside a chunk, parallel_for runs inline.
 // An exception from a chunk is rethrown here once every chunk has finished.
-void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+void parallel_for(int64_t n, int64_t grain, RangeBody body);
 
 }  // namespace handoff::tensor
