@@ -3,32 +3,32 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "golden_support.h"
-#include "handoff/model/safetensors.h"
 
 namespace handoff::testing {
 namespace {
 
 TEST(DeepseekV3, IndexerFreeCheckpointMatchesGoldenWhileContextFitsTopk) {
-  const std::string src = golden_dir("dsv32_tiny_sparse");
-  const auto dir = std::filesystem::temp_directory_path() / "handoff_deepseek_v3_test";
-  std::filesystem::create_directories(dir);
-  nlohmann::json config = nlohmann::json::parse(std::ifstream(src + "/config.json"));
-  const int64_t topk = config["index_topk"];
-  for (const char* key :
-       {"index_topk", "index_n_heads", "index_head_dim", "indexer_rope_interleave"})
-    config.erase(key);
-  config["model_type"] = "deepseek_v3";
-  config["architectures"] = {"DeepseekV3ForCausalLM"};
-  std::ofstream(dir / "config.json") << config.dump(2);
-  const auto file = model::SafetensorsFile::open(src + "/model.safetensors");
-  std::vector<std::pair<std::string, tensor::Tensor>> kept;
-  for (const auto& [name, entry] : file->entries())
-    if (name.find(".indexer.") == std::string::npos) kept.emplace_back(name, file->get(name));
-  ASSERT_LT(kept.size(), file->entries().size());
-  model::write_safetensors((dir / "model.safetensors").string(), kept);
+  int64_t topk = 0;
+  size_t stored = 0, kept = 0;
+  const auto dir = write_golden_variant(
+      "dsv32_tiny_sparse", "deepseek_v3",
+      [&](nlohmann::json& config) {
+        topk = config["index_topk"];
+        for (const char* key :
+             {"index_topk", "index_n_heads", "index_head_dim", "indexer_rope_interleave"})
+          config.erase(key);
+        config["model_type"] = "deepseek_v3";
+        config["architectures"] = {"DeepseekV3ForCausalLM"};
+      },
+      [&](const std::string& name, const tensor::Tensor& t) -> std::optional<tensor::Tensor> {
+        ++stored;
+        if (name.find(".indexer.") != std::string::npos) return std::nullopt;
+        ++kept;
+        return t;
+      });
+  ASSERT_LT(kept, stored);
 
   model::LoadOptions options;
   options.dtype = tensor::DType::kF32;

@@ -5,6 +5,8 @@
 #include <map>
 #include <mutex>
 
+#include "handoff/model/safetensors.h"
+
 namespace handoff::testing {
 
 std::string golden_dir(const std::string& name) {
@@ -34,6 +36,25 @@ engine::GenerationResult run_teacher_forced(model::Model& model, const nlohmann:
   engine::Generator generator(model, static_cast<int64_t>(tokens.size() + forced.size()), 4);
   engine::Sampler sampler(0);
   return generator.run(tokens, options, sampler, forced);
+}
+
+std::filesystem::path write_golden_variant(
+    const std::string& name, const std::string& tag,
+    const std::function<void(nlohmann::json&)>& edit_config,
+    const std::function<std::optional<tensor::Tensor>(const std::string&, const tensor::Tensor&)>&
+        edit_tensor) {
+  const auto dir = std::filesystem::temp_directory_path() / ("handoff_" + tag + "_" + name);
+  std::filesystem::create_directories(dir);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(golden_dir(name) + "/config.json"));
+  edit_config(config);
+  std::ofstream(dir / "config.json") << config.dump(2);
+  const auto file = model::SafetensorsFile::open(golden_dir(name) + "/model.safetensors");
+  std::vector<std::pair<std::string, tensor::Tensor>> tensors;
+  for (const auto& [tensor_name, entry] : file->entries())
+    if (auto t = edit_tensor(tensor_name, file->get(tensor_name)))
+      tensors.emplace_back(tensor_name, *t);
+  model::write_safetensors((dir / "model.safetensors").string(), tensors);
+  return dir;
 }
 
 double max_abs_diff(const std::vector<std::vector<float>>& ours, const nlohmann::json& golden) {

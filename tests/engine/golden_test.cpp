@@ -4,12 +4,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include "golden_support.h"
 #include "handoff/engine/sampler.h"
-#include "handoff/model/safetensors.h"
 
 namespace handoff::testing {
 namespace {
@@ -166,22 +164,15 @@ TEST(GoldenBf16, AllCasesAgreeLoosely) {
 // A copy of golden case `name` whose matmul weights are stored rounded to bf16: exactly the
 // weights a bf16 run computes with (the embedding, router and indexer weights_proj stay f32).
 std::filesystem::path write_bf16_rounded_copy(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("handoff_bf16_rounded_" + name);
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(golden_dir(name) + "/config.json", dir / "config.json",
-                             std::filesystem::copy_options::overwrite_existing);
-  const auto file = model::SafetensorsFile::open(golden_dir(name) + "/model.safetensors");
-  std::vector<std::pair<std::string, tensor::Tensor>> tensors;
-  for (const auto& [tensor_name, entry] : file->entries()) {
-    const bool stays_f32 = entry.shape.size() != 2 ||
-                           tensor_name.find("embed_tokens") != std::string::npos ||
-                           tensor_name.ends_with("mlp.gate.weight") ||
-                           tensor_name.find("weights_proj") != std::string::npos;
-    const tensor::Tensor t = file->get(tensor_name);
-    tensors.emplace_back(tensor_name, stays_f32 ? t : t.to(DType::kBF16));
-  }
-  model::write_safetensors((dir / "model.safetensors").string(), tensors);
-  return dir;
+  return write_golden_variant(
+      name, "bf16_rounded", [](nlohmann::json&) {},
+      [](const std::string& tensor_name, const tensor::Tensor& t) {
+        const bool stays_f32 = t.dim() != 2 ||
+                               tensor_name.find("embed_tokens") != std::string::npos ||
+                               tensor_name.ends_with("mlp.gate.weight") ||
+                               tensor_name.find("weights_proj") != std::string::npos;
+        return std::optional<tensor::Tensor>(stays_f32 ? t : t.to(DType::kBF16));
+      });
 }
 
 // Why the strict bf16 item cannot hold on the f32-stored checkpoints: the exact f32 path

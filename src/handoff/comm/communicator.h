@@ -52,6 +52,19 @@ struct CallStats {
 // (scope, op, group) -> stats. The scope is set by the caller (e.g. "layer 5", "stage 0 exit").
 using CommCounts = std::map<std::tuple<std::string, Op, Group>, CallStats>;
 
+// out[i] = Σ_m block_of(m)[i] over members m = 0 … members−1, added in that order, so every
+// member that computes it gets the same bits (both backends' all-reduce / reduce-scatter).
+// `out` must not alias any block.
+template <typename BlockOf>
+void sum_in_rank_order(int members, int64_t count, const BlockOf& block_of, float* out) {
+  const float* first = block_of(0);
+  for (int64_t i = 0; i < count; ++i) out[i] = first[i];
+  for (int m = 1; m < members; ++m) {
+    const float* in = block_of(m);
+    for (int64_t i = 0; i < count; ++i) out[i] += in[i];
+  }
+}
+
 class Communicator {
  public:
   explicit Communicator(Topology topology, std::chrono::milliseconds timeout)

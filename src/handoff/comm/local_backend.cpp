@@ -3,6 +3,7 @@
 // every buffer alive until all members are done reading it.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "handoff/comm/communicator.h"
 #include "handoff/comm/local_world.h"
@@ -24,30 +25,28 @@ class LocalCommunicator : public Communicator {
  protected:
   void do_all_reduce(Group g, float* data, int64_t count) override {
     auto slots = world_->arrive(topology(), g, {Op::kAllReduce, count, 0, data}, timeout());
-    // Every member sums in group-rank order, so all of them get the same bits. The result
-    // goes to a scratch buffer because `data` is also an input the others are reading.
-    std::vector<float> sum(static_cast<const float*>(slots[0].send),
-                           static_cast<const float*>(slots[0].send) + count);
-    for (size_t m = 1; m < slots.size(); ++m) {
-      const float* in = static_cast<const float*>(slots[m].send);
-      for (int64_t i = 0; i < count; ++i) sum[i] += in[i];
-    }
+    // The sum goes to scratch first because `data` is also an input the others are reading.
+    float* sum = scratch(count);
+    sum_in_rank_order(
+        static_cast<int>(slots.size()), count,
+        [&](int m) { return static_cast<const float*>(slots[static_cast<size_t>(m)].send); }, sum);
     world_->depart(topology(), g, Op::kAllReduce, timeout());
-    std::copy(sum.begin(), sum.end(), data);
+    std::copy(sum, sum + count, data);
   }
 
   void do_reduce_scatter(Group g, const float* send, float* recv, int64_t count) override {
     auto slots = world_->arrive(topology(), g, {Op::kReduceScatter, count, 0, send}, timeout());
     const int64_t offset = topology().group_rank(g) * count;
-    std::vector<float> sum(static_cast<const float*>(slots[0].send) + offset,
-                           static_cast<const float*>(slots[0].send) + offset + count);
-    for (size_t m = 1; m < slots.size(); ++m) {
-      const float* in = static_cast<const float*>(slots[m].send) + offset;
-      for (int64_t i = 0; i < count; ++i) sum[i] += in[i];
-    }
+    float* sum = scratch(count);
+    sum_in_rank_order(
+        static_cast<int>(slots.size()), count,
+        [&](int m) {
+          return static_cast<const float*>(slots[static_cast<size_t>(m)].send) + offset;
+        },
+        sum);
     // `recv` may alias this member's own send buffer (in place), which others still read.
     world_->depart(topology(), g, Op::kReduceScatter, timeout());
-    std::copy(sum.begin(), sum.end(), recv);
+    std::copy(sum, sum + count, recv);
   }
 
   void do_all_gather(Group g, const float* send, float* recv, int64_t count) override {
@@ -90,7 +89,14 @@ class LocalCommunicator : public Communicator {
   }
 
  private:
+  // Grows to the largest collective and is reused: no allocation per step.
+  float* scratch(int64_t count) {
+    if (scratch_.size() < static_cast<size_t>(count)) scratch_.resize(static_cast<size_t>(count));
+    return scratch_.data();
+  }
+
   std::shared_ptr<LocalWorld> world_;
+  std::vector<float> scratch_;
 };
 
 }  // namespace

@@ -103,23 +103,25 @@ class MpiCommunicator : public Communicator {
  protected:
   void do_all_reduce(Group g, float* data, int64_t count) override {
     const int n = topology().group_size(g);
-    std::vector<float> all(static_cast<size_t>(n) * count);
+    float* all = staging(n * count);
     MPI_Request request;
-    MPI_Iallgather(data, to_int(count, "all_reduce"), MPI_FLOAT, all.data(),
-                   to_int(count, "all_reduce"), MPI_FLOAT, comm(g), &request);
+    MPI_Iallgather(data, to_int(count, "all_reduce"), MPI_FLOAT, all, to_int(count, "all_reduce"),
+                   MPI_FLOAT, comm(g), &request);
     wait(request, Op::kAllReduce, g);
-    sum_in_rank_order(all.data(), n, count, count, data);
+    sum_in_rank_order(
+        n, count, [&](int m) { return all + m * count; }, data);
   }
 
   void do_reduce_scatter(Group g, const float* send, float* recv, int64_t count) override {
     const int n = topology().group_size(g);
     // After the all-to-all, block m holds member m's contribution to this member's block.
-    std::vector<float> mine(static_cast<size_t>(n) * count);
+    float* mine = staging(n * count);
     MPI_Request request;
-    MPI_Ialltoall(send, to_int(count, "reduce_scatter"), MPI_FLOAT, mine.data(),
+    MPI_Ialltoall(send, to_int(count, "reduce_scatter"), MPI_FLOAT, mine,
                   to_int(count, "reduce_scatter"), MPI_FLOAT, comm(g), &request);
     wait(request, Op::kReduceScatter, g);
-    sum_in_rank_order(mine.data(), n, count, count, recv);
+    sum_in_rank_order(
+        n, count, [&](int m) { return mine + m * count; }, recv);
   }
 
   void do_all_gather(Group g, const float* send, float* recv, int64_t count) override {
@@ -195,14 +197,11 @@ class MpiCommunicator : public Communicator {
     return world_;
   }
 
-  static void sum_in_rank_order(const float* blocks, int n, int64_t stride, int64_t count,
-                                float* out) {
-    std::vector<float> sum(blocks, blocks + count);
-    for (int m = 1; m < n; ++m) {
-      const float* in = blocks + m * stride;
-      for (int64_t i = 0; i < count; ++i) sum[i] += in[i];
-    }
-    std::copy(sum.begin(), sum.end(), out);
+  // Receive buffer of the reductions; grows to the largest and is reused (no allocation per
+  // step). The sums are written straight to the caller's buffer once MPI is done with both.
+  float* staging(int64_t count) {
+    if (staging_.size() < static_cast<size_t>(count)) staging_.resize(static_cast<size_t>(count));
+    return staging_.data();
   }
 
   [[noreturn]] void timed_out(Op op, Group g) const {
@@ -239,6 +238,7 @@ class MpiCommunicator : public Communicator {
   MPI_Comm tp_ = MPI_COMM_NULL;
   MPI_Comm pp_ = MPI_COMM_NULL;
   std::deque<PendingSend> sends_;
+  std::vector<float> staging_;
 };
 
 }  // namespace

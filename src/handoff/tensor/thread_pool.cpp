@@ -186,14 +186,11 @@ void parallel_for(int64_t n, int64_t grain, RangeBody body) {
     return;
   }
   const int64_t chunks = std::min<int64_t>(max_chunks, threads * kChunksPerThread);
-  inside = true;
-  try {
-    pool_for(threads).run(n, chunks, body);
-  } catch (...) {
-    inside = false;
-    throw;
-  }
-  inside = false;
+  struct InsideRegion {
+    bool& flag;
+    ~InsideRegion() { flag = false; }
+  } region{inside = true};
+  pool_for(threads).run(n, chunks, body);
 }
 
 }  // namespace handoff::tensor
