@@ -54,6 +54,26 @@ void park_and_run_on_openmp(int64_t rows, const Body& body) {
   }
 }
 
+// Whether this oneDNN build runs a bf16 matmul on this CPU: oneDNN 2.6 has bf16 kernels only from
+// AVX-512 (avx512_core) on, and on an AVX2-only CPU (e.g. Zen 3) creating the primitive throws.
+// Probed once with a tiny primitive; without it bf16 weights stay on the hand-written kernels.
+bool onednn_bf16_matmul_supported() {
+  static const bool supported = [] {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    try {
+      const dnnl::matmul::desc desc(dnnl::memory::desc({32, 32}, dt::bf16, tag::ab),
+                                    dnnl::memory::desc({32, 64}, dt::bf16, tag::BA16a64b2a),
+                                    dnnl::memory::desc({32, 64}, dt::f32, tag::ab));
+      const dnnl::matmul::primitive_desc pd(desc, cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return supported;
+}
+
 // Row r of a 2-d float tensor of any dtype and strides, converted to f32.
 void gather_row_f32(const tensor::Tensor& w, int64_t r, float* out) {
   const size_t size = tensor::dtype_size(w.dtype());
@@ -302,8 +322,12 @@ size_t LinearWeight::weight_bytes() const {
   return static_cast<size_t>(n_ * k_) * tensor::dtype_size(dtype_);
 }
 
-// Row-independent mode never reaches oneDNN, so every M is then safe inside a parallel region.
-bool LinearWeight::small_m(int64_t m) const { return m <= kSmallMMax || row_independent_; }
+// Row-independent mode never reaches oneDNN, so every M is then safe inside a parallel region;
+// neither do bf16 weights on a CPU where oneDNN has no bf16 matmul.
+bool LinearWeight::small_m(int64_t m) const {
+  return m <= kSmallMMax || row_independent_ ||
+         (dtype_ == DType::kBF16 && !onednn_bf16_matmul_supported());
+}
 
 void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {
   if (!defined()) fail("LinearWeight::forward on an empty weight");
