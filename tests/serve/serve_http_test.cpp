@@ -337,5 +337,26 @@ TEST(ServeHttp, RoutesAuthKeepAliveAndPipelining) {
   EXPECT_TRUE(json::parse(body_of(bad))["error"].contains("message"));
 }
 
+TEST(ServeHttp, KeepAliveIsBoundedInTimeAndRequests) {
+  ServeProcess server("--http-idle-timeout 1 --http-keepalive-requests 2");
+  ASSERT_GT(server.port(), 0) << server.log();
+  // An idle kept-alive connection is closed after the idle timeout.
+  ClientSocket idle(server.port());
+  ASSERT_TRUE(idle.send("GET /health HTTP/1.1\r\n\r\n"));
+  EXPECT_EQ(status_of(idle.read_response()), 200);
+  const auto start = Clock::now();
+  EXPECT_FALSE(idle.read_some());  // the server's close, not our read timeout
+  EXPECT_LT(seconds_since(start), 3.0);
+  EXPECT_GT(seconds_since(start), 0.5);
+  // The second request of a connection is its last: "Connection: close", then the close.
+  ClientSocket busy(server.port());
+  ASSERT_TRUE(busy.send("GET /health HTTP/1.1\r\n\r\nGET /health HTTP/1.1\r\n\r\n"));
+  const std::string first = busy.read_response();
+  const std::string second = busy.read_response();
+  EXPECT_EQ(first.find("Connection: close"), std::string::npos) << first;
+  EXPECT_NE(second.find("Connection: close"), std::string::npos) << second;
+  EXPECT_FALSE(busy.read_some());
+}
+
 }  // namespace
 }  // namespace handoff::testing
