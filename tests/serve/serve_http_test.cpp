@@ -179,6 +179,7 @@ TEST(ServeHttp, BadServeFlagsAreRefusedBeforeTheModelLoads) {
       {"--drain-timeout 0", "--drain-timeout"},
       {"--max-connections 0", "--max-connections"},
       {"--max-request-bytes 10", "--max-request-bytes"},
+      {"--max-request-bytes 0", "--max-request-bytes"},
       {"--http-header-timeout 0", "--http-header-timeout"},
       {"--http-body-timeout -5", "--http-body-timeout"},
       {"--http-idle-timeout inf", "--http-idle-timeout"},
@@ -306,6 +307,11 @@ TEST(ServeHttp, ContextOverflowIs400ContextLengthExceeded) {
       http(server.port(), post_request("/v1/completions", completion(100, false)));
   ASSERT_EQ(status_of(r), 400) << r;
   EXPECT_EQ(json::parse(body_of(r))["error"]["code"], "context_length_exceeded");
+  // The default body limit follows --max-model-len: 64 bytes a token + 1 MiB.
+  const std::string over =
+      http(server.port(), "POST /v1/completions HTTP/1.1\r\nContent-Length: 1052673\r\n\r\n");
+  ASSERT_EQ(status_of(over), 413) << over;
+  EXPECT_NE(body_of(over).find("1052672"), std::string::npos) << over;
 }
 
 TEST(ServeHttp, RoutesAuthKeepAliveAndPipelining) {

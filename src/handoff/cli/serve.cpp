@@ -6,6 +6,7 @@
 #include <csignal>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "handoff/cli/commands.h"
@@ -33,7 +34,7 @@ struct ServeFlags {
   double idle_timeout = 15.0;
   double write_timeout = 60.0;
   int keepalive_requests = 1000;
-  int64_t max_request_bytes = 0;  // 0: sized from --max-model-len
+  std::optional<int64_t> max_request_bytes;  // unset: sized from --max-model-len
 };
 
 // Request bytes per token of --max-model-len, plus room for the rest of a request: generous
@@ -61,9 +62,9 @@ serve::ServerOptions server_options(const ServeFlags& f) {
   http.idle_timeout = seconds_flag("--http-idle-timeout", f.idle_timeout);
   http.write_timeout = seconds_flag("--http-write-timeout", f.write_timeout);
   http.max_requests_per_connection = f.keepalive_requests;
-  if (f.max_request_bytes != 0) {
-    require_range("--max-request-bytes", f.max_request_bytes, 1024, kMaxRequestBytes);
-    http.limits.max_body_bytes = f.max_request_bytes;
+  if (f.max_request_bytes) {
+    require_range("--max-request-bytes", *f.max_request_bytes, 1024, kMaxRequestBytes);
+    http.limits.max_body_bytes = *f.max_request_bytes;
   } else {
     const int64_t tokens = std::clamp<int64_t>(f.engine.max_model_len, 1, int64_t{1} << 32);
     http.limits.max_body_bytes =
@@ -144,7 +145,7 @@ void add_serve_command(CLI::App& app) {
   add_engine_flags(*cmd, f->engine);
   cmd->add_option("--host", f->host, "Address to listen on (loopback by default)")
       ->capture_default_str();
-  cmd->add_option("--port", f->port, "Port (0: any free port)")->capture_default_str();
+  cmd->add_option("--port", f->port, "Port, 0..65535 (0: any free port)")->capture_default_str();
   cmd->add_option("--served-model-name", f->served_model_name,
                   "Model id in the API (default: the model folder's name)");
   cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY'");
@@ -160,7 +161,7 @@ void add_serve_command(CLI::App& app) {
                   "Open connections at most; more get 503 at once")
       ->capture_default_str();
   cmd->add_option("--max-request-bytes", f->max_request_bytes,
-                  "Largest request body; 413 past it, before it is read "
+                  "Largest request body in bytes, 1 KiB..1 GiB; 413 past it, before it is read "
                   "(default: 64 x --max-model-len + 1 MiB)");
   cmd->add_option("--http-header-timeout", f->header_timeout,
                   "Seconds from a request's first byte to the end of its headers (408 past it)")
