@@ -253,9 +253,9 @@ void HttpConnectionLoop::on_event(int fd, uint32_t events) {
   if ((events & EPOLLOUT) != 0 && !c.out.empty()) {
     if (!flush(c)) return;
   }
+  bool eof = false;
   if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP)) != 0 && c.phase != Phase::kWriting) {
     std::array<char, 65536> buffer{};
-    bool eof = false;
     size_t taken = 0;
     while (taken < kReadPerEvent) {
       const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), 0);
@@ -269,16 +269,17 @@ void HttpConnectionLoop::on_event(int fd, uint32_t events) {
       eof = true;  // closed (0) or reset
       break;
     }
-    if (c.phase == Phase::kReading && !c.in.empty()) {
-      process(c);
-      if (connections_.find(fd) == connections_.end()) return;  // handed off or closed
-    }
-    // A client that stops sending before a whole request gets no answer: nothing to answer.
-    if (eof && (c.phase != Phase::kWriting || c.out.empty())) return close(fd);
   } else if ((events & EPOLLHUP) != 0) {
     return close(fd);
   }
-  if (connections_.count(fd) != 0) watch(c, false);
+  // New bytes, or a pipelined request left waiting while the previous answer was written.
+  if (c.phase == Phase::kReading && !c.in.empty()) {
+    process(c);
+    if (connections_.find(fd) == connections_.end()) return;  // handed off or closed
+  }
+  // A client that stops sending before a whole request gets no answer: nothing to answer.
+  if (eof && (c.phase != Phase::kWriting || c.out.empty())) return close(fd);
+  watch(c, false);
 }
 
 void HttpConnectionLoop::process(Connection& c) {
