@@ -178,6 +178,7 @@ void HttpConnectionLoop::run(FileDescriptor listener) {
   work_ready_.notify_all();
   for (auto& t : workers_) t.join();
   workers_.clear();
+  open_ -= static_cast<int64_t>(returned_.size());
   returned_.clear();
   for (auto& [fd, c] : connections_)
     if (c->counted) --open_;
