@@ -194,6 +194,11 @@ TEST(ServeHttp, BadServeFlagsAreRefusedBeforeTheModelLoads) {
     EXPECT_NE(r.output.find(c.named), std::string::npos) << c.flags << "\n" << r.output;
     EXPECT_EQ(r.output.find("nonexistent-model"), std::string::npos) << c.flags << "\n" << r.output;
   }
+  // More connections than the process may open files.
+  const auto r = run_command("ulimit -Sn 256 && ulimit -Hn 512 && " + std::string(HANDOFF_BINARY) +
+                             " serve --model /nonexistent-model --max-connections 1000");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--max-connections 1000 needs"), std::string::npos) << r.output;
 }
 
 TEST(ServeHttp, DrainDeadlineEndsStreamsWithAnErrorAndDone) {

@@ -48,6 +48,7 @@ serve::ServerOptions server_options(const ServeFlags& f) {
   require_range("--port", f.port, 0, 65535);
   require_range("--http-threads", f.http_threads, 1, 1024);
   require_range("--max-connections", f.max_connections, 1, 100000);
+  serve::reserve_files_for_connections(f.max_connections);
   require_range("--http-keepalive-requests", f.keepalive_requests, 1, 1000000000);
   serve::ServerOptions so;
   so.host = f.host;

@@ -51,21 +51,21 @@ constexpr size_t kReadPerEvent = size_t{1} << 20;
 // File descriptors besides connections: the model's files, epoll, logs, ...
 constexpr rlim_t kSpareFiles = 128;
 
-// Makes room for every connection (and as many refused ones) under the open-file limit.
-void raise_file_limit(int max_connections) {
+}  // namespace
+
+void reserve_files_for_connections(int max_connections) {
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
   const rlim_t want = static_cast<rlim_t>(max_connections) * 2 + kSpareFiles;
   if (limit.rlim_cur >= want) return;
-  const rlim_t before = limit.rlim_cur;
   limit.rlim_cur = limit.rlim_max == RLIM_INFINITY ? want : std::min(want, limit.rlim_max);
   ::setrlimit(RLIMIT_NOFILE, &limit);
   if (limit.rlim_cur < static_cast<rlim_t>(max_connections) + kSpareFiles)
-    fail_input("--max-connections {} needs at least {} open files but the limit is {} (ulimit -n)",
-               max_connections, max_connections + kSpareFiles, before);
+    fail_input(
+        "--max-connections {} needs at least {} open files but the hard limit is {} "
+        "(ulimit -Hn)",
+        max_connections, max_connections + kSpareFiles, limit.rlim_max);
 }
-
-}  // namespace
 
 // --- HttpExchange ---
 
@@ -115,7 +115,7 @@ HttpConnectionLoop::HttpConnectionLoop(const HttpLoopOptions& options, InlineHan
       answer_inline_(std::move(answer_inline)),
       answer_on_worker_(std::move(answer_on_worker)),
       error_response_(std::move(error_response)) {
-  raise_file_limit(options_.max_connections);
+  reserve_files_for_connections(options_.max_connections);
   epoll_ = FileDescriptor(::epoll_create1(EPOLL_CLOEXEC));
   wake_ = FileDescriptor(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_.valid() || !wake_.valid()) fail("epoll / eventfd: {}", std::strerror(errno));

@@ -35,6 +35,11 @@ struct HttpLoopOptions {
   HttpLimits limits;
 };
 
+// Raises the open-file limit to hold every connection (and as many refused ones); InputError
+// naming --max-connections when the hard limit is too low. The loop calls it; serve calls it
+// first, before anything loads.
+void reserve_files_for_connections(int max_connections);
+
 // The part of a connection a worker answers on.
 struct HttpConnection;
 

@@ -30,7 +30,9 @@ HttpResponse loop_error_response(const HttpError& e) {
                      : e.status == 431 ? "request_header_fields_too_large"
                      : e.status == 503 ? "overloaded"
                                        : "invalid_request";
-  return error_response(ApiError(e.status, e.message, "", code,
+  // The operator's knob for the body limit, so the client can ask for the right thing.
+  const std::string message = e.status == 413 ? e.message + " (--max-request-bytes)" : e.message;
+  return error_response(ApiError(e.status, message, "", code,
                                  e.status >= 500 ? "server_error" : "invalid_request_error"));
 }
 
