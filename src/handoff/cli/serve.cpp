@@ -2,13 +2,16 @@
 // new requests get 503, in-flight ones finish (bounded by --drain-timeout), then exit 0.
 #include <pthread.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "handoff/cli/commands.h"
 #include "handoff/cli/engine_flags.h"
+#include "handoff/cli/flag_checks.h"
 #include "handoff/error.h"
 #include "handoff/log.h"
 #include "handoff/serve/http_server.h"
@@ -25,7 +28,51 @@ struct ServeFlags {
   std::string api_key;
   int http_threads = 64;
   double drain_timeout = 30.0;
+  int max_connections = 512;
+  double header_timeout = 10.0;
+  double body_timeout = 60.0;
+  double idle_timeout = 15.0;
+  double write_timeout = 60.0;
+  int keepalive_requests = 1000;
+  std::optional<int64_t> max_request_bytes;  // unset: sized from --max-model-len
 };
+
+// Request bytes per token of --max-model-len, plus room for the rest of a request: generous
+// for JSON-escaped text, token-id lists and chat message overhead.
+constexpr int64_t kRequestBytesPerToken = 64;
+constexpr int64_t kRequestBytesSlack = int64_t{1} << 20;
+constexpr int64_t kMaxRequestBytes = int64_t{1} << 30;
+
+// Checks every serve flag and turns it into the server's options, before anything loads.
+serve::ServerOptions server_options(const ServeFlags& f) {
+  require_range("--port", f.port, 0, 65535);
+  require_range("--http-threads", f.http_threads, 1, 1024);
+  require_range("--max-connections", f.max_connections, 1, 100000);
+  serve::reserve_files_for_connections(f.max_connections);
+  require_range("--http-keepalive-requests", f.keepalive_requests, 1, 1000000000);
+  serve::ServerOptions so;
+  so.host = f.host;
+  so.port = f.port;
+  so.api_key = f.api_key;
+  so.drain_timeout = seconds_flag("--drain-timeout", f.drain_timeout);
+  serve::HttpLoopOptions& http = so.http;
+  http.threads = f.http_threads;
+  http.max_connections = f.max_connections;
+  http.header_timeout = seconds_flag("--http-header-timeout", f.header_timeout);
+  http.body_timeout = seconds_flag("--http-body-timeout", f.body_timeout);
+  http.idle_timeout = seconds_flag("--http-idle-timeout", f.idle_timeout);
+  http.write_timeout = seconds_flag("--http-write-timeout", f.write_timeout);
+  http.max_requests_per_connection = f.keepalive_requests;
+  if (f.max_request_bytes) {
+    require_range("--max-request-bytes", *f.max_request_bytes, 1024, kMaxRequestBytes);
+    http.limits.max_body_bytes = *f.max_request_bytes;
+  } else {
+    const int64_t tokens = std::clamp<int64_t>(f.engine.max_model_len, 1, int64_t{1} << 32);
+    http.limits.max_body_bytes =
+        std::min(tokens * kRequestBytesPerToken + kRequestBytesSlack, kMaxRequestBytes);
+  }
+  return so;
+}
 
 void run_serve(const ServeFlags& f) {
   // Block the shutdown signals in every thread (threads inherit the mask), so one thread
@@ -37,6 +84,9 @@ void run_serve(const ServeFlags& f) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client that left must not kill the server
 
+  const serve::ServerOptions so = server_options(f);
+  // Claim the port before the (long) load, so a busy one fails at once.
+  serve::FileDescriptor socket = serve::bind_tcp(so.host, so.port);
   LoadedEngine loaded = load_engine(f.engine);
   std::unique_ptr<text::ChatTemplate> chat_template;
   if (loaded.tokenizer) {
@@ -62,12 +112,6 @@ void run_serve(const ServeFlags& f) {
   ctx.max_model_len = loaded.engine->options().max_model_len;
   ctx.vocab_size = loaded.engine->config().vocab_size;
 
-  serve::ServerOptions so;
-  so.host = f.host;
-  so.port = f.port;
-  so.api_key = f.api_key;
-  so.http_threads = f.http_threads;
-  so.drain_timeout_s = f.drain_timeout;
   if (so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1" && so.api_key.empty())
     log::warn("listening on {} without --api-key", so.host);
   loaded.engine->start();
@@ -79,7 +123,7 @@ void run_serve(const ServeFlags& f) {
     server.shutdown();
   });
   try {
-    server.run([&](int port) {
+    server.run(std::move(socket), [&](int port) {
       log::info("serving '{}' on http://{}:{} (max_model_len {})", ctx.served_model, so.host, port,
                 ctx.max_model_len);
       std::fprintf(stderr, "listening on http://%s:%d\n", so.host.c_str(), port);
@@ -102,14 +146,38 @@ void add_serve_command(CLI::App& app) {
   add_engine_flags(*cmd, f->engine);
   cmd->add_option("--host", f->host, "Address to listen on (loopback by default)")
       ->capture_default_str();
-  cmd->add_option("--port", f->port, "Port (0: any free port)")->capture_default_str();
+  cmd->add_option("--port", f->port, "Port, 0..65535 (0: any free port)")->capture_default_str();
   cmd->add_option("--served-model-name", f->served_model_name,
                   "Model id in the API (default: the model folder's name)");
   cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY'");
-  cmd->add_option("--http-threads", f->http_threads, "HTTP worker threads (>= concurrent streams)")
+  cmd->add_option("--http-threads", f->http_threads,
+                  "HTTP worker threads, 1..1024 (>= concurrent streams; /health and /metrics "
+                  "never wait for one)")
       ->capture_default_str();
   cmd->add_option("--drain-timeout", f->drain_timeout,
-                  "Seconds SIGTERM waits for in-flight requests")
+                  "Seconds SIGTERM waits for in-flight requests; those still running then end "
+                  "with an error (streams: an error event and [DONE])")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", f->max_connections,
+                  "Open connections at most; more get 503 at once")
+      ->capture_default_str();
+  cmd->add_option("--max-request-bytes", f->max_request_bytes,
+                  "Largest request body in bytes, 1 KiB..1 GiB; 413 past it, before it is read "
+                  "(default: 64 x --max-model-len + 1 MiB)");
+  cmd->add_option("--http-header-timeout", f->header_timeout,
+                  "Seconds from a request's first byte to the end of its headers (408 past it)")
+      ->capture_default_str();
+  cmd->add_option("--http-body-timeout", f->body_timeout,
+                  "Seconds from the end of the headers to the end of the body (408 past it)")
+      ->capture_default_str();
+  cmd->add_option("--http-idle-timeout", f->idle_timeout,
+                  "Seconds a kept-alive connection waits for its next request")
+      ->capture_default_str();
+  cmd->add_option("--http-write-timeout", f->write_timeout,
+                  "Seconds a client may take to read one response or stream event")
+      ->capture_default_str();
+  cmd->add_option("--http-keepalive-requests", f->keepalive_requests,
+                  "Requests one connection may carry before it is closed")
       ->capture_default_str();
   cmd->callback([f] { run_serve(*f); });
 }

@@ -1,19 +1,19 @@
 #pragma once
 // The OpenAI-compatible HTTP front of an Engine: /v1/completions and /v1/chat/completions
 // (plain and SSE), /v1/models, /health, /metrics. Errors become OpenAI error objects.
+// Connections, deadlines and limits are the HttpConnectionLoop's; this file is the routes.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
-#include <memory>
+#include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "handoff/engine/engine.h"
+#include "handoff/serve/http_connection_loop.h"
 #include "handoff/serve/metrics.h"
 #include "handoff/serve/openai_protocol.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace handoff::serve {
 
@@ -21,35 +21,38 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;  // empty: no authentication
-  int http_threads = 64;
-  double drain_timeout_s = 30.0;
+  HttpLoopOptions http;
+  std::chrono::milliseconds drain_timeout{30'000};
 };
 
 class HttpServer {
  public:
   // `engine` (started), the tokenizer and template in `ctx` must outlive the server.
   HttpServer(const ServerOptions& options, engine::Engine& engine, ProtocolContext ctx);
-  ~HttpServer();
 
-  // Binds (throws Error when the address is taken) and serves until shutdown().
-  // Returns the bound port (useful with port 0) through on_listening before blocking.
-  void run(const std::function<void(int port)>& on_listening = {});
-  // Stops accepting new requests (503), waits for in-flight ones up to drain_timeout_s, stops.
+  // Listens on `socket` (from bind_tcp(options.host, options.port)) and serves until
+  // shutdown(); reports the bound port (useful with port 0) through on_listening first.
+  void run(FileDescriptor socket, const std::function<void(int port)>& on_listening = {});
+  // Drains: new requests get 503, in-flight ones may finish until the drain timeout; those
+  // still running then are ended with an error (a stream's last events are an error and
+  // [DONE]). Then stops.
   void shutdown();
 
  private:
-  void install_routes();
+  std::optional<HttpResponse> answer_inline(const HttpRequest& request);
+  void answer_on_worker(HttpExchange& exchange);
+  void generate(Endpoint endpoint, HttpExchange& exchange);
   void count(const std::string& endpoint, int status);
 
   ServerOptions options_;
   engine::Engine& engine_;
   ProtocolContext ctx_;
-  std::unique_ptr<httplib::Server> server_;
   std::atomic<bool> draining_{false};
-  std::atomic<int64_t> active_{0};  // handlers and streams still writing
-  std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> drain_expired_{false};  // the drain deadline passed: end what still runs
+  std::atomic<int64_t> active_{0};          // requests on workers
   std::mutex counts_mutex_;
   HttpCounts counts_;
+  HttpConnectionLoop loop_;
 };
 
 }  // namespace handoff::serve
