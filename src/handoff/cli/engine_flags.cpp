@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 
+#include "handoff/cli/flag_checks.h"
 #include "handoff/engine/local_ranks_executor.h"
 #include "handoff/error.h"
 #include "handoff/log.h"
@@ -30,27 +32,45 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_option("--block-size", f.block_size, "Tokens per cache block")->capture_default_str();
   cmd.add_option("--max-waiting", f.max_waiting, "Queued requests beyond this get 503")
       ->capture_default_str();
-  cmd.add_option("--threads", f.threads, "Kernel threads (default: all cores)");
+  cmd.add_option_function<int>(
+      "--threads", [&f](const int& n) { f.threads = n; }, "Kernel threads (default: all cores)");
+  cmd.add_flag("--no-check-weights", f.no_check_weights,
+               "Skip the NaN/Inf scan of every weight at load (saves one pass over the weights)");
   add_parallel_flags(cmd, f.parallel, true);
 }
 
+void check_engine_flags(const EngineFlags& f) {
+  if (f.threads) require_range("--threads", *f.threads, 1, kMaxThreadsFlag);
+  require_range("--max-num-seqs", f.max_num_seqs, 1, int64_t{1} << 16);
+  require_range("--max-num-batched-tokens", f.max_num_batched_tokens, 1, int64_t{1} << 20);
+  // Two tokens at least: a prompt token and a generated one.
+  require_range("--max-model-len", f.max_model_len, 2, int64_t{1} << 24);
+  require_range("--block-size", f.block_size, 1, 1024);
+  // At least one block; block ids are int32.
+  require_range("--kv-cache-tokens", f.kv_cache_tokens, f.block_size, INT32_MAX);
+  require_range("--max-waiting", f.max_waiting, 1, int64_t{1} << 20);
+  const parallel::ParallelOptions popts = parallel_options(f.parallel);
+  if (popts.tp * popts.pp > 1 && backend(f.parallel) == runtime::Backend::kMpi)
+    fail_input("serving runs its ranks with --comm local; --comm mpi is for `handoff generate`");
+}
+
 LoadedEngine load_engine(const EngineFlags& f) {
+  check_engine_flags(f);
   const parallel::ParallelOptions popts = parallel_options(f.parallel);
   const bool multi_rank = popts.tp * popts.pp > 1;
-  if (multi_rank && backend(f.parallel) == runtime::Backend::kMpi)
-    fail_input("serving runs its ranks with --comm local; --comm mpi is for `handoff generate`");
-  if (f.threads > 0) tensor::set_num_threads(f.threads);
+  if (f.threads) tensor::set_num_threads(*f.threads);
   model::LoadOptions load;
   load.dtype = tensor::parse_dtype(f.dtype);
   load.parallel = popts;
+  load.check_weights = !f.no_check_weights;
   // Batch invariance: at f32 every linear computes each row on its own (see
   // docs/architecture.md, "Batch invariance"), so a request's greedy tokens do not depend on
   // what else is in the batch.
   load.batch_invariant = load.dtype == tensor::DType::kF32;
-  // One rank loads here; a multi-rank layout loads inside the executor, one thread per rank.
-  std::unique_ptr<model::Model> model;
+
+  // Everything that can be checked without the weights comes first: the config, the
+  // tokenizer, and the engine options they imply.
   const model::ModelConfig config = model::load_config(f.model_dir + "/config.json");
-  if (!multi_rank) model = model::Model::load(f.model_dir, load);
   LoadedEngine out;
   if (std::filesystem::exists(f.model_dir + "/tokenizer.json"))
     out.tokenizer = text::Tokenizer::load(f.model_dir);
@@ -63,21 +83,23 @@ LoadedEngine load_engine(const EngineFlags& f) {
   eo.scheduler.max_num_seqs = f.max_num_seqs;
   eo.scheduler.max_num_batched_tokens = f.max_num_batched_tokens;
   eo.block_size = f.block_size;
-  if (f.block_size < 1) fail_input("--block-size must be >= 1");
   eo.num_blocks = (f.kv_cache_tokens + f.block_size - 1) / f.block_size;
-  eo.max_model_len = std::min<int64_t>(f.max_model_len, config.max_position_embeddings > 0
-                                                            ? config.max_position_embeddings
-                                                            : f.max_model_len);
+  eo.max_model_len = std::min<int64_t>(f.max_model_len, config.max_position_embeddings);
   eo.max_waiting = f.max_waiting;
+  if (eo.max_model_len > eo.num_blocks * eo.block_size)
+    fail_input("--max-model-len {} exceeds the cache of --kv-cache-tokens {} (a request must fit)",
+               eo.max_model_len, eo.num_blocks * eo.block_size);
+
   std::unique_ptr<engine::Executor> executor;
   if (multi_rank) {
+    // One thread per rank loads its part inside the executor.
     executor = std::make_unique<engine::LocalRanksExecutor>(
-        f.model_dir, load,
-        std::chrono::milliseconds(static_cast<int64_t>(f.parallel.comm_timeout * 1000)),
-        eo.num_blocks, eo.block_size, f.max_num_batched_tokens);
+        f.model_dir, load, comm_timeout(f.parallel), eo.num_blocks, eo.block_size,
+        f.max_num_batched_tokens);
   } else {
-    executor = std::make_unique<engine::LocalExecutor>(std::move(model), eo.num_blocks,
-                                                       eo.block_size, f.max_num_batched_tokens);
+    executor = std::make_unique<engine::LocalExecutor>(model::Model::load(f.model_dir, load),
+                                                       eo.num_blocks, eo.block_size,
+                                                       f.max_num_batched_tokens);
   }
   out.engine = std::make_unique<engine::Engine>(eo, std::move(executor), out.tokenizer.get());
   return out;

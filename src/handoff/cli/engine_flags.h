@@ -2,6 +2,7 @@
 // The engine flags shared by `serve` and `bench offline`, and building an Engine from them.
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "handoff/cli/parallel_flags.h"
@@ -9,6 +10,9 @@
 #include "handoff/text/tokenizer.h"
 
 namespace handoff::cli {
+
+// --threads above this is a typo, not a machine (generate shares the bound).
+inline constexpr int kMaxThreadsFlag = 4096;
 
 struct EngineFlags {
   std::string model_dir;
@@ -19,14 +23,19 @@ struct EngineFlags {
   int64_t kv_cache_tokens = 65536;
   int64_t block_size = 16;
   int64_t max_waiting = 1024;
-  int threads = 0;
+  std::optional<int> threads;  // not given: all cores
+  bool no_check_weights = false;
   ParallelFlags parallel;
 };
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags);
+// Range checks of every engine flag, before anything is read from disk; InputError naming the
+// flag (load_engine runs them first).
+void check_engine_flags(const EngineFlags& flags);
 
-// Loads the model (and its tokenizer, when the folder has one) and builds the engine; the
-// engine is not started. Multi-rank layouts are refused (InputError).
+// Checks the flags, then the config and tokenizer against them, then loads the model and
+// builds the engine (not started): a bad flag fails in milliseconds, never after the weights.
+// Multi-rank layouts with --comm mpi are refused (InputError).
 struct LoadedEngine {
   std::unique_ptr<text::Tokenizer> tokenizer;  // null without tokenizer.json
   std::unique_ptr<engine::Engine> engine;

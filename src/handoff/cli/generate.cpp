@@ -8,11 +8,14 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "handoff/cli/commands.h"
+#include "handoff/cli/engine_flags.h"
+#include "handoff/cli/flag_checks.h"
 #include "handoff/cli/parallel_flags.h"
 #include "handoff/engine/dump.h"
 #include "handoff/engine/generator.h"
@@ -29,6 +32,9 @@
 namespace handoff::cli {
 namespace {
 
+// --max-new-tokens and --prefill-chunk: far beyond any context these models have.
+constexpr int64_t kMaxTokensFlag = int64_t{1} << 24;
+
 struct GenerateArgs {
   std::string model_dir;
   std::string prompt_ids;
@@ -40,7 +46,8 @@ struct GenerateArgs {
   std::string dtype = "bf16";
   int64_t max_new_tokens = 16;
   int64_t prefill_chunk = 0;
-  int threads = 0;
+  std::optional<int> threads;  // not given: all cores
+  bool no_check_weights = false;
   uint64_t seed = 0;
   engine::SamplingParams sampling;
   ParallelFlags parallel;
@@ -94,12 +101,42 @@ std::vector<std::vector<int32_t>> read_id_lists(const std::string& path, const c
   return lists;
 }
 
-void run_generate(const GenerateArgs& args) {
+// Every flag on its own, before any file is read: a typo fails at once, not after the load.
+void check_flags(const GenerateArgs& args) {
   if (static_cast<int>(!args.prompt_ids.empty()) + static_cast<int>(!args.prompts_json.empty()) +
           static_cast<int>(!args.prompt_text.empty()) !=
       1)
     fail_input("give exactly one of --prompt, --prompt-ids or --prompts-json");
   if (args.chat && args.prompt_text.empty()) fail_input("--chat needs --prompt");
+  require_range("--max-new-tokens", args.max_new_tokens, 0, kMaxTokensFlag);
+  require_range("--prefill-chunk", args.prefill_chunk, 0, kMaxTokensFlag);
+  if (args.threads) require_range("--threads", *args.threads, 1, kMaxThreadsFlag);
+  require_range("--fail-rank", args.fail_rank, -1, INT32_MAX);
+  require_range("--fail-at-step", args.fail_at_step, -1, INT64_MAX);
+  if ((args.fail_rank >= 0) != (args.fail_at_step >= 0))
+    fail_input("--fail-rank and --fail-at-step go together");
+  // The sampling parameters share their checks with the API; the message names the flag.
+  const std::pair<const char*, engine::SamplingParams> one_at_a_time[] = {
+      {"--temperature", {.temperature = args.sampling.temperature}},
+      {"--top-p", {.top_p = args.sampling.top_p}},
+      {"--top-k", {.top_k = args.sampling.top_k}},
+  };
+  for (const auto& [flag, params] : one_at_a_time) {
+    try {
+      engine::validate(params);
+    } catch (const InputError& e) {
+      fail_input("{}: {}", flag, e.what());
+    }
+  }
+  engine::validate(args.sampling);
+  const parallel::ParallelOptions popts = parallel_options(args.parallel);
+  if (args.fail_rank >= popts.tp * popts.pp)
+    fail_input("--fail-rank {} is not a rank of a {}-rank run", args.fail_rank,
+               popts.tp * popts.pp);
+}
+
+void run_generate(const GenerateArgs& args) {
+  check_flags(args);
   // Text prompts go through the model folder's tokenizer (and chat template with --chat).
   std::unique_ptr<text::Tokenizer> tokenizer;
   std::vector<int32_t> text_ids;
@@ -115,9 +152,7 @@ void run_generate(const GenerateArgs& args) {
       text_ids = tokenizer->encode(args.prompt_text, true);
     }
   }
-  engine::validate(args.sampling);
-  if (args.max_new_tokens < 0) fail_input("--max-new-tokens must be >= 0");
-  if (args.threads > 0) tensor::set_num_threads(args.threads);
+  if (args.threads) tensor::set_num_threads(*args.threads);
   std::vector<std::vector<int32_t>> prompts =
       !text_ids.empty()         ? std::vector<std::vector<int32_t>>{text_ids}
       : args.prompt_ids.empty() ? read_id_lists(args.prompts_json, "--prompts-json")
@@ -133,11 +168,6 @@ void run_generate(const GenerateArgs& args) {
     if (prompts[i].empty()) fail_input("prompt {} is empty", i);
 
   const parallel::ParallelOptions popts = parallel_options(args.parallel);
-  if ((args.fail_rank >= 0) != (args.fail_at_step >= 0))
-    fail_input("--fail-rank and --fail-at-step go together");
-  if (args.fail_rank >= popts.tp * popts.pp)
-    fail_input("--fail-rank {} is not a rank of a {}-rank run", args.fail_rank,
-               popts.tp * popts.pp);
   // Plan before any rank starts: a layout that cannot run fails here, once, with its reason.
   const model::ModelConfig config = model::load_config(args.model_dir + "/config.json");
   const parallel::Plan plan = parallel::make_plan(config, popts);
@@ -157,6 +187,12 @@ void run_generate(const GenerateArgs& args) {
   for (const auto& p : prompts)
     max_context =
         std::max<int64_t>(max_context, static_cast<int64_t>(p.size()) + args.max_new_tokens);
+  // Checked before the load: the cache is sized for max_context.
+  if (max_context > config.max_position_embeddings)
+    fail_input(
+        "the longest prompt plus --max-new-tokens {} is {} tokens, beyond the model's "
+        "max_position_embeddings {}",
+        args.max_new_tokens, max_context, config.max_position_embeddings);
   engine::GenerationOptions options;
   options.max_new_tokens = args.max_new_tokens;
   options.prefill_chunk = args.prefill_chunk;
@@ -174,13 +210,13 @@ void run_generate(const GenerateArgs& args) {
   size_t active_bytes = 0;
   std::mutex mutex;
   runtime::run_ranks(
-      backend(args.parallel), popts.tp, popts.pp,
-      std::chrono::milliseconds(static_cast<int64_t>(args.parallel.comm_timeout * 1000)),
+      backend(args.parallel), popts.tp, popts.pp, comm_timeout(args.parallel),
       [&](comm::Communicator& comm) {
         model::LoadOptions load;
         load.dtype = tensor::parse_dtype(args.dtype);
         load.parallel = popts;
         load.comm = &comm;
+        load.check_weights = !args.no_check_weights;
         auto model = model::Model::load(args.model_dir, load);
         engine::Generator generator(*model, max_context);
         engine::Sampler sampler(args.seed);
@@ -259,7 +295,11 @@ void add_generate_command(CLI::App& app) {
                   "JSON list (per prompt) of tokens to feed at each decode step");
   cmd->add_option("--dump", args->dump, "Write logits, indexer and expert choices (golden format)");
   cmd->add_option("--prefill-chunk", args->prefill_chunk, "Feed prompts in chunks of N tokens");
-  cmd->add_option("--threads", args->threads, "Kernel threads (default: all cores)");
+  cmd->add_option_function<int>(
+      "--threads", [args](const int& n) { args->threads = n; },
+      "Kernel threads (default: all cores)");
+  cmd->add_flag("--no-check-weights", args->no_check_weights,
+                "Skip the NaN/Inf scan of every weight at load (saves one pass over the weights)");
   add_parallel_flags(*cmd, args->parallel, true);
   cmd->add_option("--comm-report", args->comm_report,
                   "Write the measured collectives (calls, bytes per layer) as JSON");

@@ -1,10 +1,17 @@
-// The `handoff` binary: parses the sub-command and converts engine errors into exit codes
-// (2: bad input the user can fix, 1: any other failure).
+// The `handoff` binary: parses the sub-command and converts errors into exit codes. The
+// convention (documented in README): 0 success; 2 a usage or input error the user can fix
+// (a bad flag, CLI11's own parse errors included, a bad config, checkpoint or prompt);
+// 1 a runtime failure (a rank failed, out of memory, a non-finite logit, I/O).
 #include <cstdio>
 #include <exception>
 
 #include "handoff/cli/commands.h"
 #include "handoff/error.h"
+
+namespace {
+constexpr int kUsageError = 2;
+constexpr int kRuntimeFailure = 1;
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Handoff: GLM-5 / DeepSeek-V3.2 inference with TP x SP x PP"};
@@ -19,13 +26,15 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (or the help) and has its own codes (105, 106, 109, ...): every
+    // parse or validation failure is a usage error, 2; --help and --version exit 0.
+    return app.exit(e) == 0 ? 0 : kUsageError;
   } catch (const handoff::InputError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
+    return kUsageError;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return kRuntimeFailure;
   }
   return 0;
 }

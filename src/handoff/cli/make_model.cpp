@@ -6,6 +6,7 @@
 #include <string>
 
 #include "handoff/cli/commands.h"
+#include "handoff/cli/flag_checks.h"
 #include "handoff/error.h"
 #include "handoff/model/model_maker.h"
 #include "handoff/text/tokenizer.h"
@@ -19,7 +20,7 @@ struct MakeModelFlags {
   uint64_t seed = 0;
   std::string dtype = "bf16";
   std::string out;
-  size_t max_shard_mb = 2048;
+  int64_t max_shard_mb = 2048;
   std::string tokenizer_from;
 };
 
@@ -29,6 +30,8 @@ constexpr const char* kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.j
                                            "generation_config.json"};
 
 void run_make_model(const MakeModelFlags& flags) {
+  // 1 MiB .. 1 TiB per shard: the byte count below cannot overflow.
+  require_range("--max-shard-mb", flags.max_shard_mb, 1, int64_t{1} << 20);
   model::MakeModelOptions options;
   options.config = model::preset_config(flags.preset, model::parse_family(flags.family));
   if (flags.dtype != "f32" && flags.dtype != "bf16")
@@ -36,8 +39,7 @@ void run_make_model(const MakeModelFlags& flags) {
   options.dtype = tensor::parse_dtype(flags.dtype);
   options.seed = flags.seed;
   options.out_dir = flags.out;
-  if (flags.max_shard_mb == 0) fail_input("--max-shard-mb must be positive");
-  options.max_shard_bytes = flags.max_shard_mb << 20;
+  options.max_shard_bytes = static_cast<size_t>(flags.max_shard_mb) << 20;
   // Check the tokenizer before writing anything: every id must be a row of the embedding.
   if (!flags.tokenizer_from.empty()) {
     const auto tok = text::Tokenizer::load(flags.tokenizer_from);

@@ -2,9 +2,16 @@
 
 #include <sstream>
 
+#include "handoff/cli/flag_checks.h"
 #include "handoff/error.h"
 
 namespace handoff::cli {
+namespace {
+
+// Ranks per parallel dimension: far beyond any layout these models split into (heads, layers).
+constexpr int64_t kMaxRanksPerDim = 1024;
+
+}  // namespace
 
 void add_parallel_flags(CLI::App& cmd, ParallelFlags& f, bool with_runtime) {
   cmd.add_option("--tp", f.tp, "Tensor-parallel ranks per stage");
@@ -27,9 +34,9 @@ void add_parallel_flags(CLI::App& cmd, ParallelFlags& f, bool with_runtime) {
 }
 
 parallel::ParallelOptions parallel_options(const ParallelFlags& f) {
-  if (f.tp < 1) fail_input("--tp must be >= 1, got {}", f.tp);
-  if (f.pp < 1) fail_input("--pp must be >= 1, got {}", f.pp);
-  if (!(f.comm_timeout > 0)) fail_input("--comm-timeout must be > 0 seconds");
+  require_range("--tp", f.tp, 1, kMaxRanksPerDim);
+  require_range("--pp", f.pp, 1, kMaxRanksPerDim);
+  comm_timeout(f);
   parallel::ParallelOptions o;
   o.tp = f.tp;
   o.pp = f.pp;
@@ -63,6 +70,10 @@ parallel::ParallelOptions parallel_options(const ParallelFlags& f) {
     }
   }
   return o;
+}
+
+std::chrono::milliseconds comm_timeout(const ParallelFlags& f) {
+  return seconds_flag("--comm-timeout", f.comm_timeout);
 }
 
 runtime::Backend backend(const ParallelFlags& f) {

@@ -2,6 +2,7 @@
 // The parallel-layout flags shared by generate, plan and serve, and their validation: a flag
 // that does not apply to the chosen layout is an error, not silently ignored.
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <string>
 
 #include "handoff/parallel/plan.h"
@@ -24,5 +25,7 @@ void add_parallel_flags(CLI::App& cmd, ParallelFlags& flags, bool with_runtime);
 // Checks the combination and converts it; throws InputError naming the flag.
 parallel::ParallelOptions parallel_options(const ParallelFlags& flags);
 runtime::Backend backend(const ParallelFlags& flags);
+// --comm-timeout as a duration (checked: finite, > 0, no overflow); InputError naming the flag.
+std::chrono::milliseconds comm_timeout(const ParallelFlags& flags);
 
 }  // namespace handoff::cli

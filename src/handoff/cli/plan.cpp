@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "handoff/cli/commands.h"
+#include "handoff/cli/flag_checks.h"
 #include "handoff/cli/parallel_flags.h"
 #include "handoff/error.h"
 #include "handoff/model/config.h"
@@ -76,9 +77,8 @@ void print_table(const nlohmann::json& j) {
 void run_plan(const PlanArgs& args) {
   if (args.model_dir.empty() == args.config_file.empty())
     fail_input("give exactly one of --model DIR or --config FILE");
-  if (args.tokens < 1) fail_input("--tokens must be >= 1");
-  if (args.logit_rows < 0 || args.logit_rows > args.tokens)
-    fail_input("--logit-rows must be in [0, --tokens]");
+  require_range("--tokens", args.tokens, 1, int64_t{1} << 24);
+  require_range("--logit-rows", args.logit_rows, 0, args.tokens);
   const std::string path =
       args.config_file.empty() ? args.model_dir + "/config.json" : args.config_file;
   const model::ModelConfig config = model::load_config(path);

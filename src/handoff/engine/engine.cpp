@@ -71,6 +71,7 @@ void Engine::stop() {
     finish(*s, e, "abort");
   }
   for (Sequence* s : scheduler_.all()) scheduler_.remove(s->id);
+  refresh_gauges();
 }
 
 std::shared_ptr<RequestStream> Engine::submit(Request request) {
@@ -173,18 +174,13 @@ void Engine::fail_all(const std::string& message) {
     finish(*s, e, "abort");
   }
   for (Sequence* s : scheduler_.all()) scheduler_.remove(s->id);
+  refresh_gauges();
 }
 
 bool Engine::step() {
   take_incoming();
   std::vector<ScheduledChunk> plan = scheduler_.schedule();
-  {
-    std::lock_guard lock(mutex_);
-    stats_.waiting = scheduler_.num_waiting();
-    stats_.running = scheduler_.num_running();
-    stats_.preemptions = static_cast<uint64_t>(scheduler_.num_preemptions());
-    stats_.cache_blocks_used = blocks_.num_blocks() - blocks_.free_blocks();
-  }
+  refresh_gauges();  // admissions, cancels and preemptions of this step
   if (plan.empty()) return false;
   std::vector<model::SequenceChunk> chunks;
   chunks.reserve(plan.size());
@@ -210,7 +206,16 @@ bool Engine::step() {
   }
   for (const ScheduledChunk& c : plan)
     if (c.seq->finished) scheduler_.remove(c.seq->id);
+  refresh_gauges();  // finished requests freed their blocks: an idle engine reads 0
   return true;
+}
+
+void Engine::refresh_gauges() {
+  std::lock_guard lock(mutex_);
+  stats_.waiting = scheduler_.num_waiting();
+  stats_.running = scheduler_.num_running();
+  stats_.preemptions = static_cast<uint64_t>(scheduler_.num_preemptions());
+  stats_.cache_blocks_used = blocks_.num_blocks() - blocks_.free_blocks();
 }
 
 void Engine::run_until_idle() {
@@ -227,6 +232,15 @@ void Engine::run_until_idle() {
 void Engine::sample(Sequence& seq, const float* logits) {
   const Request& r = seq.request;
   const int64_t vocab = static_cast<int64_t>(row_.size());
+  try {
+    require_finite_logits(logits, vocab);
+  } catch (const NonFiniteLogitsError& e) {
+    log::warn("request {}: {}", seq.id, e.what());
+    RequestEvent event;
+    event.error = e.what();
+    finish(seq, event, "abort");
+    return;
+  }
   const float* row = logits;
   if (has_penalties(r.sampling)) {
     std::memcpy(row_.data(), logits, row_.size() * sizeof(float));

@@ -79,6 +79,9 @@ class Engine {
   void sample(Sequence& seq, const float* logits);
   void finish(Sequence& seq, RequestEvent& event, const std::string& reason);
   void fail_all(const std::string& message);
+  // Copies the scheduler's and the cache's gauges into stats_: called after every change, so
+  // /metrics never shows a finished request as running or its freed blocks as used.
+  void refresh_gauges();
 
   EngineOptions options_;
   std::unique_ptr<Executor> executor_;

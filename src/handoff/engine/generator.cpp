@@ -88,11 +88,16 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt,
   for (int64_t step = 0; step < options.max_new_tokens; ++step) {
     // The last stage samples; with several ranks its first tp rank broadcasts the token.
     int32_t sampled = 0;
-    if (logits.defined())
-      sampled =
-          sampler.sample(logits.data<float>() + (logits.size(0) - 1) * vocab,
-                         options.sample_vocab > 0 ? std::min(vocab, options.sample_vocab) : vocab,
-                         options.sampling);
+    if (logits.defined()) {
+      const float* last = logits.data<float>() + (logits.size(0) - 1) * vocab;
+      const int64_t n = options.sample_vocab > 0 ? std::min(vocab, options.sample_vocab) : vocab;
+      try {
+        require_finite_logits(last, n);
+      } catch (const NonFiniteLogitsError& e) {
+        throw NonFiniteLogitsError(fmt::format("generated token {}: {}", step, e.what()));
+      }
+      sampled = sampler.sample(last, n, options.sampling);
+    }
     if (comm::Communicator* comm = model_.comm();
         comm != nullptr && comm->topology().world_size() > 1) {
       comm->set_scope(parallel::sample_scope());

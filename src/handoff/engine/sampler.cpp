@@ -40,6 +40,18 @@ void apply_penalties(float* logits, int64_t n, const SamplingParams& p, const Pe
   }
 }
 
+void require_finite_logits(const float* logits, int64_t n) {
+  bool bad = false;
+  for (int64_t i = 0; i < n; ++i) bad |= !std::isfinite(logits[i]);  // one branch-free pass
+  if (!bad) return;
+  int64_t i = 0;
+  while (std::isfinite(logits[i])) ++i;
+  throw NonFiniteLogitsError(fmt::format(
+      "the model produced a non-finite logit ({}) for token id {}: a corrupt weight (loaded "
+      "with --no-check-weights?) or a numeric overflow",
+      logits[i], i));
+}
+
 int32_t argmax(const float* logits, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)

@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "handoff/error.h"
+
 namespace handoff::engine {
 
 struct SamplingParams {
@@ -21,6 +23,16 @@ struct SamplingParams {
 
 // Throws InputError naming the parameter when it is out of range.
 void validate(const SamplingParams& params);
+
+// A logits row holding NaN or Inf: the forward pass produced garbage (a corrupt weight loaded
+// with --no-check-weights, a numeric overflow). Sampling from it would emit meaningless tokens
+// (argmax over NaN is token 0), so the request ends with this error instead.
+class NonFiniteLogitsError : public Error {
+ public:
+  using Error::Error;
+};
+// Throws NonFiniteLogitsError naming the first bad token id when logits[0, n) is not finite.
+void require_finite_logits(const float* logits, int64_t n);
 
 // The index of the largest logit (the lowest index among equal maxima).
 int32_t argmax(const float* logits, int64_t n);

@@ -117,6 +117,12 @@ tensor::DType Checkpoint::stored_dtype(const std::string& name) const {
   return it->second->entries().at(name).dtype;
 }
 
+const std::string& Checkpoint::path_of(const std::string& name) const {
+  const auto it = index_.find(name);
+  if (it == index_.end()) fail_input("{}: checkpoint has no tensor {}", dir_, name);
+  return it->second->path();
+}
+
 std::vector<std::string> Checkpoint::names() const {
   std::vector<std::string> out;
   out.reserve(index_.size());

@@ -22,6 +22,8 @@ class Checkpoint {
   // The dtype the tensor is stored in; throws InputError naming it when it is missing.
   tensor::DType stored_dtype(const std::string& name) const;
   std::vector<std::string> names() const;
+  // The file holding tensor `name` (for error messages); throws InputError when it is missing.
+  const std::string& path_of(const std::string& name) const;
 
   // The tensor `name`, checked against `expected` shape (InputError naming file, tensor,
   // expected and actual shape otherwise) and returned in `dtype` (kF32 or kBF16; a view of

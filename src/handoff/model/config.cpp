@@ -79,6 +79,35 @@ class FieldReader {
   std::string prefix_;
 };
 
+// Upper bounds far beyond any real model (DeepSeek-V3 / GLM-5: 61-78 layers, 7168-6144 hidden,
+// 64-128 heads, 256 experts, 129k-155k vocabulary, 164k-203k positions). They keep every size
+// the planner and the loader compute (vocab x hidden, heads x head dim x rank, experts x
+// intermediate x hidden, layers x any of these) far inside int64, and a loop over layers short.
+constexpr int64_t kMaxLayers = int64_t{1} << 12;
+constexpr int64_t kMaxDim = int64_t{1} << 20;  // hidden, intermediate, ranks, head dims
+constexpr int64_t kMaxHeads = int64_t{1} << 12;
+constexpr int64_t kMaxExperts = int64_t{1} << 16;
+constexpr int64_t kMaxVocab = int64_t{1} << 24;
+constexpr int64_t kMaxPositions = int64_t{1} << 24;
+constexpr double kMinPositive = 1e-6;  // smaller factors are typos, not configurations
+constexpr double kMaxRopeTheta = 1e12;
+constexpr double kMaxRopeFactor = 1e6;
+constexpr double kMaxBeta = 1e6;
+constexpr double kMaxMscale = 1e3;
+constexpr double kMaxRoutedScaling = 1e3;
+
+void require_in(const FieldReader& r, const char* name, int64_t value, int64_t lo, int64_t hi) {
+  if (value >= lo && value <= hi) return;
+  if (lo == 1) r.invalid(name, fmt::format("must be positive and at most {}, got {}", hi, value));
+  r.invalid(name, fmt::format("must be in [{}, {}], got {}", lo, hi, value));
+}
+// A finite number in [lo, hi].
+void require_number_in(const FieldReader& r, const char* name, double value, double lo, double hi) {
+  if (!(std::isfinite(value) && value >= lo && value <= hi))
+    r.invalid(name,
+              fmt::format("must be a finite number in [{:g}, {:g}], got {:g}", lo, hi, value));
+}
+
 // The YaRN fields shared by `rope_scaling` and GLM's `rope_parameters`.
 void parse_yarn(const FieldReader& r, RopeConfig& rope) {
   rope.yarn = true;
@@ -88,11 +117,16 @@ void parse_yarn(const FieldReader& r, RopeConfig& rope) {
   rope.beta_slow = r.number("beta_slow", 1.0);
   rope.mscale = r.number("mscale", 1.0);
   rope.mscale_all_dim = r.number("mscale_all_dim", 0.0);
-  if (rope.factor <= 0) r.invalid("factor", "must be positive");
-  if (rope.original_max_position_embeddings <= 0)
-    r.invalid("original_max_position_embeddings", "must be positive");
-  if (rope.beta_fast <= 0) r.invalid("beta_fast", "must be positive");
-  if (rope.beta_slow <= 0) r.invalid("beta_slow", "must be positive");
+  // YaRN stretches the context by `factor` (HF requires >= 1; below it the scaling is a no-op
+  // in the reference, and a tiny factor divides frequencies into infinities).
+  require_number_in(r, "factor", rope.factor, 1.0, kMaxRopeFactor);
+  require_in(r, "original_max_position_embeddings", rope.original_max_position_embeddings, 1,
+             kMaxPositions);
+  require_number_in(r, "beta_fast", rope.beta_fast, kMinPositive, kMaxBeta);
+  require_number_in(r, "beta_slow", rope.beta_slow, kMinPositive, kMaxBeta);
+  require_number_in(r, "mscale", rope.mscale, kMinPositive, kMaxMscale);
+  // 0 is the reference's "no attention-scale correction".
+  require_number_in(r, "mscale_all_dim", rope.mscale_all_dim, 0.0, kMaxMscale);
 }
 
 // Reads the scaling type from `type` (DeepSeek) or `rope_type` (newer HF); only YaRN and plain
@@ -108,21 +142,34 @@ void parse_rope_kind(const FieldReader& r, RopeConfig& rope) {
   }
 }
 
+// theta <= 1 gives no frequency decay (and log(theta) = 0 divides YaRN's correction range).
+void check_theta(const FieldReader& r, double theta) {
+  if (!(std::isfinite(theta) && theta > 1.0 && theta <= kMaxRopeTheta))
+    r.invalid("rope_theta",
+              fmt::format("must be a finite number in (1, {:g}], got {:g}", kMaxRopeTheta, theta));
+}
+
 RopeConfig parse_rope(const json& j, const std::string& source) {
   const FieldReader top(j, source);
   RopeConfig rope;
   if (top.has("rope_parameters")) {
     const FieldReader r(top.object("rope_parameters"), source, "rope_parameters.");
-    rope.theta = r.has("rope_theta") ? r.number("rope_theta") : top.number("rope_theta", 10000.0);
+    if (r.has("rope_theta")) {
+      rope.theta = r.number("rope_theta");
+      check_theta(r, rope.theta);
+    } else {
+      rope.theta = top.number("rope_theta", 10000.0);
+      check_theta(top, rope.theta);
+    }
     parse_rope_kind(r, rope);
   } else {
     rope.theta = top.number("rope_theta", 10000.0);
+    check_theta(top, rope.theta);
     if (top.has("rope_scaling")) {
       const FieldReader r(top.object("rope_scaling"), source, "rope_scaling.");
       parse_rope_kind(r, rope);
     }
   }
-  if (rope.theta <= 0) top.invalid("rope_theta", "must be positive");
   return rope;
 }
 
@@ -160,46 +207,50 @@ void parse_quantization(const FieldReader& top, ModelConfig& c) {
   c.weight_block_cols = b[1].get<int64_t>();
 }
 
-void require_positive(const FieldReader& r, const char* name, int64_t value) {
-  if (value <= 0) r.invalid(name, fmt::format("must be positive, got {}", value));
-}
-void require_non_negative(const FieldReader& r, const char* name, int64_t value) {
-  if (value < 0) r.invalid(name, fmt::format("must not be negative, got {}", value));
-}
-
 // Cross-field consistency: every check here is a shape or routing assumption the forward pass
-// relies on, so a bad config fails at load time instead of producing garbage.
+// relies on, so a bad config fails at load time instead of producing garbage. Every size is
+// bounded first, so nothing below (or in the planner) can overflow or loop for ages.
 void validate(const FieldReader& r, const ModelConfig& c) {
-  require_positive(r, "vocab_size", c.vocab_size);
-  require_positive(r, "hidden_size", c.hidden_size);
-  require_positive(r, "num_hidden_layers", c.num_hidden_layers);
-  require_positive(r, "num_attention_heads", c.num_attention_heads);
-  require_non_negative(r, "q_lora_rank", c.q_lora_rank);
-  require_positive(r, "kv_lora_rank", c.kv_lora_rank);
-  require_positive(r, "qk_nope_head_dim", c.qk_nope_head_dim);
-  require_positive(r, "qk_rope_head_dim", c.qk_rope_head_dim);
-  require_positive(r, "v_head_dim", c.v_head_dim);
-  require_positive(r, "intermediate_size", c.intermediate_size);
-  require_non_negative(r, "n_routed_experts", c.n_routed_experts);
-  require_non_negative(r, "n_shared_experts", c.n_shared_experts);
-  require_positive(r, "n_group", c.n_group);
-  require_positive(r, "topk_group", c.topk_group);
-  require_positive(r, "moe_layer_freq", c.moe_layer_freq);
-  require_non_negative(r, "first_k_dense_replace", c.first_k_dense_replace);
-  require_non_negative(r, "num_nextn_predict_layers", c.num_nextn_predict_layers);
-  require_positive(r, "max_position_embeddings", c.max_position_embeddings);
-  if (!(c.rms_norm_eps > 0)) r.invalid("rms_norm_eps", "must be positive");
+  require_in(r, "vocab_size", c.vocab_size, 1, kMaxVocab);
+  require_in(r, "hidden_size", c.hidden_size, 1, kMaxDim);
+  require_in(r, "num_hidden_layers", c.num_hidden_layers, 1, kMaxLayers);
+  require_in(r, "num_attention_heads", c.num_attention_heads, 1, kMaxHeads);
+  require_in(r, "q_lora_rank", c.q_lora_rank, 0, kMaxDim);
+  require_in(r, "kv_lora_rank", c.kv_lora_rank, 1, kMaxDim);
+  require_in(r, "qk_nope_head_dim", c.qk_nope_head_dim, 1, kMaxDim);
+  require_in(r, "qk_rope_head_dim", c.qk_rope_head_dim, 1, kMaxDim);
+  require_in(r, "v_head_dim", c.v_head_dim, 1, kMaxDim);
+  require_in(r, "intermediate_size", c.intermediate_size, 1, kMaxDim);
+  require_in(r, "n_routed_experts", c.n_routed_experts, 0, kMaxExperts);
+  require_in(r, "n_shared_experts", c.n_shared_experts, 0, kMaxExperts);
+  require_in(r, "n_group", c.n_group, 1, kMaxExperts);
+  require_in(r, "topk_group", c.topk_group, 1, kMaxExperts);
+  require_in(r, "moe_layer_freq", c.moe_layer_freq, 1, kMaxLayers);
+  require_in(r, "first_k_dense_replace", c.first_k_dense_replace, 0, kMaxLayers);
+  require_in(r, "num_nextn_predict_layers", c.num_nextn_predict_layers, 0, kMaxLayers);
+  require_in(r, "max_position_embeddings", c.max_position_embeddings, 1, kMaxPositions);
+  if (!(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps > 0 && c.rms_norm_eps < 1))
+    r.invalid("rms_norm_eps",
+              fmt::format("must be a finite number in (0, 1), got {:g}", c.rms_norm_eps));
+  // The router's weights multiply every routed expert's output: <= 0 flips or zeroes them.
+  if (!(std::isfinite(c.routed_scaling_factor) && c.routed_scaling_factor > 0 &&
+        c.routed_scaling_factor <= kMaxRoutedScaling))
+    r.invalid("routed_scaling_factor", fmt::format("must be a finite number in (0, {:g}], got {:g}",
+                                                   kMaxRoutedScaling, c.routed_scaling_factor));
+  if (c.weight_block_rows > kMaxDim || c.weight_block_cols > kMaxDim)
+    r.invalid("quantization_config",
+              fmt::format("weight_block_size [{}, {}] exceeds {}", c.weight_block_rows,
+                          c.weight_block_cols, kMaxDim));
   if (c.qk_rope_head_dim % 2 != 0)
     r.invalid("qk_rope_head_dim",
               fmt::format("must be even (RoPE rotates pairs), got {}", c.qk_rope_head_dim));
   if (c.first_k_dense_replace > c.num_hidden_layers)
     r.invalid("first_k_dense_replace", fmt::format("{} exceeds num_hidden_layers {}",
                                                    c.first_k_dense_replace, c.num_hidden_layers));
-  if (c.n_routed_experts > 0 || c.n_shared_experts > 0) {
-    require_positive(r, "moe_intermediate_size", c.moe_intermediate_size);
-  }
+  if (c.n_routed_experts > 0 || c.n_shared_experts > 0)
+    require_in(r, "moe_intermediate_size", c.moe_intermediate_size, 1, kMaxDim);
   if (c.n_routed_experts > 0) {
-    require_positive(r, "num_experts_per_tok", c.num_experts_per_tok);
+    require_in(r, "num_experts_per_tok", c.num_experts_per_tok, 1, c.n_routed_experts);
     if (c.n_routed_experts % c.n_group != 0)
       r.invalid("n_group", fmt::format("n_routed_experts {} is not divisible by n_group {}",
                                        c.n_routed_experts, c.n_group));
@@ -214,9 +265,9 @@ void validate(const FieldReader& r, const ModelConfig& c) {
                       c.num_experts_per_tok, c.topk_group, selectable));
   }
   if (c.has_indexer) {
-    require_positive(r, "index_n_heads", c.index_n_heads);
-    require_positive(r, "index_head_dim", c.index_head_dim);
-    require_positive(r, "index_topk", c.index_topk);
+    require_in(r, "index_n_heads", c.index_n_heads, 1, kMaxHeads);
+    require_in(r, "index_head_dim", c.index_head_dim, 1, kMaxDim);
+    require_in(r, "index_topk", c.index_topk, 1, kMaxPositions);
     if (c.index_head_dim < c.qk_rope_head_dim)
       r.invalid("index_head_dim",
                 fmt::format("{} is smaller than qk_rope_head_dim {} (the indexer rotates its "

@@ -16,7 +16,9 @@ Indexer::Indexer(const ModelConfig& config, const WeightLoader& weights, const s
       interleaved_(config.indexer_rope_interleave),
       scale_(static_cast<float>(config.indexer_scale())) {
   const int64_t d = config.hidden_size;
-  wq_b_ = weights.linear(prefix + "wq_b.weight", {heads_ * head_dim_, config.q_lora_rank});
+  // Checked: the product sizes the weight (the config bounds both factors).
+  wq_b_ = weights.linear(prefix + "wq_b.weight",
+                         {tensor::shape_numel({heads_, head_dim_}), config.q_lora_rank});
   wk_ = weights.linear(prefix + "wk.weight", {head_dim_, d});
   // The updated reference keeps weights_proj in fp32 (MODEL_SPEC §5).
   weights_proj_ = weights.linear_f32(prefix + "weights_proj.weight", {heads_, d});

@@ -50,18 +50,23 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
   const std::string p = fmt::format("model.layers.{}.self_attn.", layer);
   const int64_t all_heads = config.num_attention_heads;
   const int64_t qk = nope_ + rope_dim_;
+  // Checked (shape_numel): the config bounds heads and dims, but these products size the
+  // weights, so an overflow would be an out-of-bounds read rather than a wrong number.
+  const int64_t q_rows = tensor::shape_numel({all_heads, qk});
+  const int64_t o_cols = tensor::shape_numel({all_heads, v_dim_});
+  const int64_t kv_b_rows = tensor::shape_numel({all_heads, nope_ + v_dim_});
   q_a_ = weights.linear(p + "q_a_proj.weight", {q_rank_, hidden_});
   q_a_norm_ = weights.f32(p + "q_a_layernorm.weight", {q_rank_});
   kv_a_ = weights.linear(p + "kv_a_proj_with_mqa.weight", {kv_rank_ + rope_dim_, hidden_});
   kv_a_norm_ = weights.f32(p + "kv_a_layernorm.weight", {kv_rank_});
 
-  const Tensor q_b = weights.matrix(p + "q_b_proj.weight", {all_heads * qk, q_rank_});
+  const Tensor q_b = weights.matrix(p + "q_b_proj.weight", {q_rows, q_rank_});
   q_b_ = weights.make_linear(q_b.slice(0, heads.begin * qk, (heads.begin + heads_) * qk));
-  const Tensor o = weights.matrix(p + "o_proj.weight", {hidden_, all_heads * v_dim_});
+  const Tensor o = weights.matrix(p + "o_proj.weight", {hidden_, o_cols});
   o_proj_ = weights.make_linear(o.slice(1, heads.begin * v_dim_, (heads.begin + heads_) * v_dim_));
 
   // kv_b_proj rows of head h: [W_UK[h] (nope rows); W_UV[h] (v rows)], each [.., kv_rank].
-  const Tensor kv_b = weights.f32(p + "kv_b_proj.weight", {all_heads * (nope_ + v_dim_), kv_rank_});
+  const Tensor kv_b = weights.f32(p + "kv_b_proj.weight", {kv_b_rows, kv_rank_});
   const Tensor kv_b_c = kv_b.is_contiguous() ? kv_b : kv_b.contiguous();
   for (int64_t h = heads.begin; h < heads.begin + heads_; ++h) {
     const float* base = kv_b_c.data<float>() + h * (nope_ + v_dim_) * kv_rank_;

@@ -36,8 +36,11 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   // One progress line for a one-rank load; ranks of a parallel run each load a part.
   std::optional<LoadProgress> progress;
   if (tp * options.parallel.pp == 1) progress.emplace(checkpoint.total_bytes());
-  const WeightLoader weights(checkpoint, options.dtype, progress ? &*progress : nullptr,
-                             options.batch_invariant);
+  WeightLoaderOptions wo;
+  wo.progress = progress ? &*progress : nullptr;
+  wo.row_independent = options.batch_invariant;
+  wo.check_finite = options.check_weights;
+  const WeightLoader weights(checkpoint, options.dtype, wo);
   const int64_t vocab_part = (c.vocab_size + tp - 1) / tp;
   m->vocab_begin_ = std::min(c.vocab_size, m->tp_rank_ * vocab_part);
   m->vocab_end_ = std::min(c.vocab_size, m->vocab_begin_ + vocab_part);

@@ -26,6 +26,8 @@ struct LoadOptions {
   // Every linear computes each row alone, so a request's result does not depend on its batch
   // (the serving engine sets it at f32; see docs/architecture.md, "Batch invariance").
   bool batch_invariant = false;
+  // Scan every weight for NaN / Inf while loading (a bandwidth-bound pass; --no-check-weights).
+  bool check_weights = true;
 };
 
 class Model {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <utility>
 
 #include "handoff/error.h"
@@ -56,8 +57,10 @@ std::string st_dtype_name(tensor::DType dtype) {
   return "?";
 }
 
+// A non-negative integer that fits int64 (JSON may hold up to 2^64 - 1).
 bool is_non_negative_int(const json& v) {
-  return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= uint64_t{INT64_MAX};
+  return v.is_number_integer() && v.get<int64_t>() >= 0;
 }
 
 TensorEntry parse_entry(const std::string& path, const std::string& name, const json& v,
@@ -95,8 +98,13 @@ TensorEntry parse_entry(const std::string& path, const std::string& name, const 
         "{}: tensor '{}': data_offsets [{}, {}] beyond the data section of {} bytes "
         "(truncated file?)",
         path, name, e.begin, e.end, data_size);
-  const size_t expected =
-      static_cast<size_t>(tensor::shape_numel(e.shape)) * tensor::dtype_size(e.dtype);
+  // Checked: a declared shape of 2^63 elements must be an error, not a wrapped byte count.
+  const std::optional<int64_t> numel = tensor::checked_numel(e.shape);
+  size_t expected = 0;
+  if (!numel ||
+      __builtin_mul_overflow(static_cast<size_t>(*numel), tensor::dtype_size(e.dtype), &expected))
+    fail_input("{}: tensor '{}': shape {} of {} has more bytes than a file can hold", path, name,
+               tensor::shape_str(e.shape), st_dtype_name(e.dtype));
   if (e.end - e.begin != expected)
     fail_input("{}: tensor '{}': {} bytes stored, but {} {} needs {} bytes", path, name,
                e.end - e.begin, st_dtype_name(e.dtype), tensor::shape_str(e.shape), expected);
@@ -152,7 +160,14 @@ tensor::Tensor SafetensorsFile::get(const std::string& name) const {
   auto it = entries_.find(name);
   if (it == entries_.end()) fail_input("{}: no tensor '{}'", path(), name);
   const TensorEntry& e = it->second;
-  return tensor::Tensor::from_mapping(file_, data_start_ + e.begin, e.shape, e.dtype);
+  tensor::Tensor view =
+      tensor::Tensor::from_mapping(file_, data_start_ + e.begin, e.shape, e.dtype);
+  // The format does not require alignment (HF pads the header, but an unpadded one is valid):
+  // a misaligned tensor is copied once into aligned storage, so kernels may load it as typed
+  // elements.
+  if (reinterpret_cast<uintptr_t>(view.raw()) % tensor::dtype_size(e.dtype) != 0)
+    return view.contiguous();
+  return view;
 }
 
 SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<Layout> layout,

@@ -1,26 +1,32 @@
 #pragma once
 // Turns checkpoint tensors into module weights: linear weights repacked for the kernels in the
 // compute dtype, everything else (norms, router, biases) in f32.
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "handoff/error.h"
 #include "handoff/model/checkpoint.h"
 #include "handoff/model/load_progress.h"
 #include "handoff/ops/linear.h"
+#include "handoff/tensor/finite_scan.h"
 #include "handoff/tensor/tensor.h"
 
 namespace handoff::model {
 
+struct WeightLoaderOptions {
+  LoadProgress* progress = nullptr;  // advances by each loaded tensor's stored bytes
+  bool row_independent = false;      // every linear weight batch-invariant (ops::LinearWeight)
+  // Scan every loaded tensor for NaN / Inf (InputError naming file and tensor): one NaN in a
+  // norm weight turns every logit into NaN, and greedy decoding then emits token 0 forever.
+  bool check_finite = true;
+};
+
 class WeightLoader {
  public:
-  // `progress` (optional) advances by each loaded tensor's stored bytes; `row_independent`
-  // makes every linear weight batch-invariant (ops::LinearWeight).
-  WeightLoader(const Checkpoint& checkpoint, tensor::DType dtype, LoadProgress* progress = nullptr,
-               bool row_independent = false)
-      : checkpoint_(checkpoint),
-        dtype_(dtype),
-        progress_(progress),
-        row_independent_(row_independent) {}
+  WeightLoader(const Checkpoint& checkpoint, tensor::DType dtype,
+               const WeightLoaderOptions& options = {})
+      : checkpoint_(checkpoint), dtype_(dtype), options_(options) {}
 
   tensor::DType dtype() const { return dtype_; }
   const Checkpoint& checkpoint() const { return checkpoint_; }
@@ -34,12 +40,12 @@ class WeightLoader {
   }
   // Every linear weight of the model is built here, so they all share the run's options.
   ops::LinearWeight make_linear(const tensor::Tensor& w, tensor::DType dtype) const {
-    return ops::LinearWeight(w, dtype, row_independent_);
+    return ops::LinearWeight(w, dtype, options_.row_independent);
   }
   ops::LinearWeight make_linear(const tensor::Tensor& w) const { return make_linear(w, dtype_); }
   // Row-stacked parts packed as one weight (e.g. a fused gate/up projection).
   ops::LinearWeight make_linear(const std::vector<tensor::Tensor>& parts) const {
-    return ops::LinearWeight(parts, dtype_, row_independent_);
+    return ops::LinearWeight(parts, dtype_, options_.row_independent);
   }
   tensor::Tensor f32(const std::string& name, const tensor::Shape& shape) const {
     return load(name, shape, tensor::DType::kF32);
@@ -51,7 +57,10 @@ class WeightLoader {
   tensor::Tensor load(const std::string& name, const tensor::Shape& shape,
                       tensor::DType dtype) const {
     tensor::Tensor t = checkpoint_.load(name, shape, dtype);
-    if (progress_ != nullptr) progress_->advance(checkpoint_.stored_bytes(name));
+    // The loaded tensor is scanned, not the stored one: an f32 value beyond bf16's range
+    // becomes Inf only here.
+    if (options_.check_finite) require_finite(name, t);
+    if (options_.progress != nullptr) options_.progress->advance(checkpoint_.stored_bytes(name));
     return t;
   }
 
@@ -59,10 +68,23 @@ class WeightLoader {
   tensor::DType load_dtype() const {
     return dtype_ == tensor::DType::kF32 ? tensor::DType::kF32 : tensor::DType::kBF16;
   }
+  void require_finite(const std::string& name, const tensor::Tensor& t) const {
+    const std::optional<int64_t> at = tensor::first_non_finite(t);
+    if (!at) return;
+    float value = 0;
+    tensor::convert_to_f32(t.dtype(),
+                           static_cast<const uint8_t*>(t.raw()) +
+                               static_cast<size_t>(*at) * tensor::dtype_size(t.dtype()),
+                           &value, 1);
+    fail_input(
+        "{}: tensor '{}' {} holds a non-finite value ({}) at element {}: the checkpoint is "
+        "corrupt (--no-check-weights skips this check)",
+        checkpoint_.path_of(name), name, tensor::shape_str(t.shape()), value, *at);
+  }
+
   const Checkpoint& checkpoint_;
   tensor::DType dtype_;
-  LoadProgress* progress_;
-  bool row_independent_;
+  WeightLoaderOptions options_;
 };
 
 }  // namespace handoff::model

@@ -5,6 +5,24 @@
 #include "handoff/error.h"
 
 namespace handoff::tensor {
+namespace {
+
+// Element i of a buffer that may not be aligned for T: a safetensors data section can start at
+// any byte (an unpadded header), and a typed load from there is undefined behaviour. memcpy is
+// defined for any address and compiles to the same plain load.
+template <typename T>
+T load_at(const void* base, size_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const uint8_t*>(base) + i * sizeof(T), sizeof v);
+  return v;
+}
+
+template <typename T>
+void store_at(void* base, size_t i, T v) {
+  std::memcpy(static_cast<uint8_t*>(base) + i * sizeof(T), &v, sizeof v);
+}
+
+}  // namespace
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
@@ -130,16 +148,12 @@ void convert_to_f32(DType src_dtype, const void* src, float* dst, size_t n) {
     case DType::kF32:
       std::memcpy(dst, src, n * sizeof(float));
       return;
-    case DType::kBF16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+    case DType::kBF16:
+      for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_at<uint16_t>(src, i));
       return;
-    }
-    case DType::kF16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_at<uint16_t>(src, i));
       return;
-    }
     case DType::kF8E4M3: {
       const auto* s = static_cast<const uint8_t*>(src);
       for (size_t i = 0; i < n; ++i) dst[i] = f8e4m3_to_f32(s[i]);
@@ -155,16 +169,12 @@ void convert_from_f32(const float* src, DType dst_dtype, void* dst, size_t n) {
     case DType::kF32:
       std::memcpy(dst, src, n * sizeof(float));
       return;
-    case DType::kBF16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+    case DType::kBF16:
+      for (size_t i = 0; i < n; ++i) store_at<uint16_t>(dst, i, f32_to_bf16(src[i]));
       return;
-    }
-    case DType::kF16: {
-      auto* d = static_cast<uint16_t*>(dst);
-      for (size_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) store_at<uint16_t>(dst, i, f32_to_f16(src[i]));
       return;
-    }
     case DType::kF8E4M3: {
       auto* d = static_cast<uint8_t*>(dst);
       for (size_t i = 0; i < n; ++i) d[i] = f32_to_f8e4m3(src[i]);

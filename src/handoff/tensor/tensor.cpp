@@ -30,17 +30,36 @@ std::string shape_str(const Shape& shape) {
   return s + "]";
 }
 
+std::optional<int64_t> checked_numel(const Shape& shape) {
+  // Zero dimensions are skipped in the overflow check: the strides of [0, 2^62, 4] overflow
+  // even though it has no elements.
+  int64_t nonzero = 1;
+  bool empty = false;
+  for (int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d == 0)
+      empty = true;
+    else if (__builtin_mul_overflow(nonzero, d, &nonzero))
+      return std::nullopt;
+  }
+  return empty ? 0 : nonzero;
+}
+
 int64_t shape_numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  const std::optional<int64_t> n = checked_numel(shape);
+  if (!n)
+    fail("shape {} has a negative dimension or more elements than int64 holds", shape_str(shape));
+  return *n;
 }
 
 Tensor Tensor::empty(Shape shape, DType dtype) {
   for (int64_t d : shape)
     if (d < 0) fail("Tensor::empty: negative dimension in {}", shape_str(shape));
   Tensor t;
-  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(shape_numel(shape)), dtype_size(dtype), &bytes))
+    fail("Tensor::empty: {} {} needs more bytes than size_t holds", dtype_name(dtype),
+         shape_str(shape));
   // Large tensors (packed weights, caches) sit on transparent huge pages: 512x fewer page
   // faults when first written and fewer TLB misses when decode streams them.
   const size_t align = bytes >= kHugePageBytes ? kHugePageBytes : 64;

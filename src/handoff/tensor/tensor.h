@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,10 @@ namespace handoff::tensor {
 using Shape = std::vector<int64_t>;
 
 std::string shape_str(const Shape& shape);
+// The element count, or nullopt when a dimension is negative or the product leaves int64 (a
+// hostile header or config can declare such shapes).
+std::optional<int64_t> checked_numel(const Shape& shape);
+// The element count; throws Error when checked_numel has none.
 int64_t shape_numel(const Shape& shape);
 
 class Tensor {

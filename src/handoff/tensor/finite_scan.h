@@ -1,0 +1,15 @@
+#pragma once
+// Finds NaN / Inf in float tensors: one bandwidth-bound pass on the thread pool, testing the
+// exponent bits of the stored format (no conversion), so a checkpoint can be checked at load.
+#include <cstdint>
+#include <optional>
+
+#include "handoff/tensor/tensor.h"
+
+namespace handoff::tensor {
+
+// The index (row-major) of the first NaN or infinite element, or nullopt when all are finite.
+// Integer tensors hold no such values (nullopt). Works on any alignment.
+std::optional<int64_t> first_non_finite(const Tensor& t);
+
+}  // namespace handoff::tensor
