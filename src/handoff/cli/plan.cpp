@@ -81,8 +81,9 @@ void run_plan(const PlanArgs& args) {
   require_range("--logit-rows", args.logit_rows, 0, args.tokens);
   const std::string path =
       args.config_file.empty() ? args.model_dir + "/config.json" : args.config_file;
+  const parallel::ParallelOptions options = parallel_options(args.parallel);  // flags first
   const model::ModelConfig config = model::load_config(path);
-  const parallel::Plan plan = parallel::make_plan(config, parallel_options(args.parallel));
+  const parallel::Plan plan = parallel::make_plan(config, options);
   const nlohmann::json j = parallel::plan_to_json(plan, config, args.tokens, args.logit_rows);
   if (args.json) {
     fmt::print("{}\n", j.dump(2));
