@@ -77,7 +77,7 @@ void write_model(const TempDir& dir, const TensorList& tensors, bool odd_offset)
 
 // Prefill logits of kPrompt and 3 greedy tokens.
 engine::GenerationResult run(Model& model) {
-  engine::Generator gen(model, 12);  // <= 16 rows: the portable kernels, any CPU
+  engine::Generator gen(model, 12);  // the prompt and 3 new tokens
   engine::Sampler sampler(0);
   engine::GenerationOptions options;
   options.max_new_tokens = 3;

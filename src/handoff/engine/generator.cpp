@@ -94,7 +94,7 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt,
       try {
         require_finite_logits(last, n);
       } catch (const NonFiniteLogitsError& e) {
-        throw NonFiniteLogitsError(fmt::format("generated token {}: {}", step, e.what()));
+        throw NonFiniteLogitsError(fmt::format("after {} generated tokens: {}", step, e.what()));
       }
       sampled = sampler.sample(last, n, options.sampling);
     }

@@ -13,17 +13,21 @@ namespace {
 // weight's neighbours (the big matrices) over every core.
 constexpr int64_t kChunk = int64_t{1} << 16;
 
-// An element is NaN or Inf when all its exponent bits are set (e4m3fn: exponent and mantissa,
-// it has no infinities). Branch-free, so the loop vectorises.
+// An element is NaN or Inf when all its exponent bits are set (e4m3fn: exponent and mantissa;
+// it has no infinities). Adding the mask's lowest bit to (v & mask) carries into the sign bit
+// exactly then, so the loop is plain integer arithmetic the compiler vectorises (a compare
+// into a bool did not, at a fifth of the memory bandwidth).
 template <typename Bits>
 bool any_special(const uint8_t* p, int64_t n, Bits mask) {
-  bool bad = false;
+  const Bits low = mask & static_cast<Bits>(~mask + 1);
+  const Bits sign = static_cast<Bits>(Bits{1} << (8 * sizeof(Bits) - 1));
+  Bits acc = 0;
   for (int64_t i = 0; i < n; ++i) {
     Bits v;
     std::memcpy(&v, p + i * static_cast<int64_t>(sizeof(Bits)), sizeof v);
-    bad |= (v & mask) == mask;
+    acc |= static_cast<Bits>((v & mask) + low);
   }
-  return bad;
+  return (acc & sign) != 0;
 }
 
 bool any_special(DType dtype, const uint8_t* p, int64_t n) {
