@@ -268,15 +268,15 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
           !kRoles.count(m["role"].get<std::string>()))
         bad(fmt::format("messages[{}].role", i),
             "each message needs a role: system, user, assistant, tool or developer");
-      nlohmann::ordered_json om = nlohmann::ordered_json::parse(m.dump());
+      nlohmann::ordered_json om(m);  // a direct copy (depth already bounded by the parse)
       om["content"] = message_text(m.value("content", json(nullptr)), i);
       chat_req.messages.push_back(std::move(om));
     }
     if (body.contains("tools") && !body["tools"].is_null())
-      chat_req.tools = nlohmann::ordered_json::parse(body["tools"].dump());
+      chat_req.tools = nlohmann::ordered_json(body["tools"]);
     if (body.contains("chat_template_kwargs") && body["chat_template_kwargs"].is_object())
       for (const auto& [k, v] : body["chat_template_kwargs"].items())
-        chat_req.extra[k] = nlohmann::ordered_json::parse(v.dump());
+        chat_req.extra[k] = nlohmann::ordered_json(v);
     std::string rendered;
     try {
       rendered = ctx.chat_template->render(chat_req);

@@ -35,8 +35,15 @@ class Scope {
 
 enum class Flow { kNormal, kBreak, kContinue };
 
-int64_t checked(bool overflowed, int64_t result, size_t line) {
-  if (overflowed) fail_input("template line {}: integer overflow", line);
+// int64 arithmetic ending the render on overflow (Python's ints would just grow).
+const auto add = [](int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); };
+const auto sub = [](int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); };
+const auto mul = [](int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); };
+
+template <typename Op>
+int64_t checked(Op op, int64_t a, int64_t b, size_t line) {
+  int64_t result;
+  if (op(a, b, &result)) fail_input("template line {}: integer overflow", line);
   return result;
 }
 
@@ -279,11 +286,7 @@ class Interpreter {
         const Value v = eval(*e.a, scope);
         if (e.name == "not") return Value(!v.truthy());
         if (e.name == "-") {
-          if (v.kind() == Value::Kind::kInt) {
-            int64_t neg;
-            return Value(
-                checked(__builtin_sub_overflow(int64_t{0}, v.as_int(), &neg), neg, e.line));
-          }
+          if (v.kind() == Value::Kind::kInt) return Value(checked(sub, 0, v.as_int(), e.line));
           if (v.kind() == Value::Kind::kFloat) return Value(-v.as_number());
           fail_input("template line {}: cannot negate a non-number", e.line);
         }
@@ -477,10 +480,9 @@ class Interpreter {
     }
     if (ints) {
       const int64_t a = l.as_int(), b = r.as_int();
-      int64_t result;
-      if (op == "+") return Value(checked(__builtin_add_overflow(a, b, &result), result, e.line));
-      if (op == "-") return Value(checked(__builtin_sub_overflow(a, b, &result), result, e.line));
-      if (op == "*") return Value(checked(__builtin_mul_overflow(a, b, &result), result, e.line));
+      if (op == "+") return Value(checked(add, a, b, e.line));
+      if (op == "-") return Value(checked(sub, a, b, e.line));
+      if (op == "*") return Value(checked(mul, a, b, e.line));
       if (b == 0) fail_input("template line {}: division by zero", e.line);
       if (a == INT64_MIN && b == -1) fail_input("template line {}: integer overflow", e.line);
       int64_t q = a / b;
