@@ -58,8 +58,9 @@ fuzz: deps npm-deps
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
 	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
+	  dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
 	  $(FUZZ_DIR)/bin/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) \
-	    -rss_limit_mb=$(FUZZ_RSS_MB) -max_len=65536 -print_final_stats=1 \
+	    -rss_limit_mb=$(FUZZ_RSS_MB) -print_final_stats=1 $$dict \
 	    -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t- $(FUZZ_DIR)/corpus/$$t tests/fuzz/corpus/$$t \
 	    2>$(FUZZ_DIR)/$$t.log || { tail -n 60 $(FUZZ_DIR)/$$t.log; exit 1; }; \
 	  grep -E "^(#[0-9]+.*DONE|stat::)" $(FUZZ_DIR)/$$t.log | tr '\n' ' '; echo; \
