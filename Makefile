@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 HANDOFF := $(BUILD_DIR)/bin/handoff
 DEMO_MODEL := models/default
 
-.PHONY: deps npm-deps configure build demo serve test clean
+.PHONY: deps npm-deps configure build demo serve test clean fuzz
 
 deps:
 	@./scripts/install_deps.sh
@@ -37,3 +37,31 @@ test: build npm-deps
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# libFuzzer targets (tests/fuzz/, cmake/fuzz.cmake) under ASan + UBSan in their own build folder,
+# each run for FUZZ_SECONDS from its committed seeds (new finds go to $(FUZZ_DIR)/corpus). Any
+# crash, leak, sanitizer report, input slower than FUZZ_TIMEOUT s or RSS over FUZZ_RSS_MB fails,
+# leaving the input in $(FUZZ_DIR)/artifacts. Needs clang, its runtimes and libomp (installed
+# here on demand, not by `make deps`).
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TIMEOUT ?= 10
+FUZZ_RSS_MB ?= 4096
+FUZZ_TARGETS := safetensors tokenizer chat_template openai_request
+
+fuzz: deps npm-deps
+	@./scripts/install_deps.sh clang libclang-rt-14-dev libomp-14-dev
+	@cmake -S . -B $(FUZZ_DIR) -DHANDOFF_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang >/dev/null
+	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_targets
+	@mkdir -p $(FUZZ_DIR)/artifacts
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
+	  dict=; [ -f tests/fuzz/$$t.dict ] && dict=-dict=tests/fuzz/$$t.dict; \
+	  $(FUZZ_DIR)/bin/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) \
+	    -rss_limit_mb=$(FUZZ_RSS_MB) -print_final_stats=1 $$dict \
+	    -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t- $(FUZZ_DIR)/corpus/$$t tests/fuzz/corpus/$$t \
+	    2>$(FUZZ_DIR)/$$t.log || { tail -n 60 $(FUZZ_DIR)/$$t.log; exit 1; }; \
+	  grep -E "^(#[0-9]+.*DONE|stat::)" $(FUZZ_DIR)/$$t.log | tr '\n' ' '; echo; \
+	done

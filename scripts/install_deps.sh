@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Handoff needs; idempotent and silent when all are present.
+# Installs the Debian packages Handoff needs, plus any named as arguments (`make fuzz` adds
+# clang's); idempotent and silent when all are present.
 set -euo pipefail
 packages=(cmake g++ make pkg-config libdnnl-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev
   libcpp-httplib-dev libcli11-dev libpcre2-dev libfmt-dev libgtest-dev libgmock-dev
-  libbenchmark-dev)
+  libbenchmark-dev "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -50,6 +50,49 @@ std::vector<int32_t> token_list(const json& v, const char* key, int64_t vocab) {
   return ids;
 }
 
+[[noreturn]] void too_long(const std::string& param, const ProtocolContext& ctx,
+                           const std::string& what) {
+  throw ApiError(
+      400,
+      fmt::format("This model's maximum context length is {} tokens, but the prompt has {}",
+                  ctx.max_model_len, what),
+      param, "context_length_exceeded");
+}
+
+// A prompt needs room for one generated token, as the engine checks.
+void check_token_count(size_t tokens, const std::string& param, const ProtocolContext& ctx) {
+  if (ctx.max_model_len > 0 && static_cast<int64_t>(tokens) >= ctx.max_model_len)
+    too_long(param, ctx, fmt::format("{} tokens", tokens));
+}
+
+// Refuses text whose bytes alone prove it too long, before paying to tokenise it.
+void check_text_bytes(size_t bytes, const std::string& param, const ProtocolContext& ctx) {
+  const size_t per_token = ctx.tokenizer->max_bytes_per_token();
+  if (per_token == 0 || ctx.max_model_len <= 0) return;
+  const size_t at_least = bytes / per_token + (bytes % per_token != 0);
+  if (static_cast<int64_t>(at_least) >= ctx.max_model_len)
+    too_long(param, ctx, fmt::format("at least {} tokens ({} bytes)", at_least, bytes));
+}
+
+// The body as JSON, refusing nesting past kMaxJsonDepth while parsing (the parser itself
+// keeps its own stack, so it is safe at any depth).
+json parse_body(const std::string& text) {
+  const auto limit_depth = [](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      throw ApiError(400,
+                     fmt::format("the request JSON nests deeper than {} levels", kMaxJsonDepth), "",
+                     "invalid_json");
+    return true;
+  };
+  try {
+    return json::parse(text, limit_depth);
+  } catch (const json::exception& e) {
+    throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "",
+                   "invalid_json");
+  }
+}
+
 std::string message_text(const json& content, size_t i) {
   const std::string param = fmt::format("messages[{}].content", i);
   if (content.is_null()) return "";
@@ -104,13 +147,7 @@ nlohmann::json error_body(const ApiError& e) {
 
 ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
                             const ProtocolContext& ctx) {
-  json body;
-  try {
-    body = json::parse(text);
-  } catch (const json::exception& e) {
-    throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "",
-                   "invalid_json");
-  }
+  json body = parse_body(text);
   if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
   const bool chat = endpoint == Endpoint::kChat;
   for (const auto& [key, v] : body.items())
@@ -185,13 +222,19 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
     r.max_tokens = integer(body, "max_tokens", 1, INT32_MAX, 16);
     if (!body.contains("prompt"))
       throw ApiError(400, "'prompt' is required", "prompt", "missing_required_parameter");
-    json prompt = body["prompt"];
-    if (prompt.is_array() && prompt.size() == 1 && (prompt[0].is_string() || prompt[0].is_array()))
-      prompt = prompt[0];
+    const json* prompt_ptr = &body["prompt"];
+    if (prompt_ptr->is_array() && prompt_ptr->size() == 1 &&
+        ((*prompt_ptr)[0].is_string() || (*prompt_ptr)[0].is_array()))
+      prompt_ptr = &(*prompt_ptr)[0];
+    const json& prompt = *prompt_ptr;
     if (prompt.is_string()) {
       if (ctx.tokenizer == nullptr) bad("prompt", "this model has no tokenizer: send token ids");
-      r.prompt = ctx.tokenizer->encode(prompt.get<std::string>(), true);
+      const auto& text = prompt.get_ref<const std::string&>();
+      check_text_bytes(text.size(), "prompt", ctx);
+      r.prompt = ctx.tokenizer->encode(text, true);
+      check_token_count(r.prompt.size(), "prompt", ctx);
     } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
+      check_token_count(prompt.size(), "prompt", ctx);
       r.prompt = token_list(prompt, "prompt", vocab);
     } else if (prompt.is_array() && prompt.size() > 1) {
       bad("prompt", "only one prompt per request is supported");
@@ -225,15 +268,15 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
           !kRoles.count(m["role"].get<std::string>()))
         bad(fmt::format("messages[{}].role", i),
             "each message needs a role: system, user, assistant, tool or developer");
-      nlohmann::ordered_json om = nlohmann::ordered_json::parse(m.dump());
+      nlohmann::ordered_json om(m);  // a direct copy (depth already bounded by the parse)
       om["content"] = message_text(m.value("content", json(nullptr)), i);
       chat_req.messages.push_back(std::move(om));
     }
     if (body.contains("tools") && !body["tools"].is_null())
-      chat_req.tools = nlohmann::ordered_json::parse(body["tools"].dump());
+      chat_req.tools = nlohmann::ordered_json(body["tools"]);
     if (body.contains("chat_template_kwargs") && body["chat_template_kwargs"].is_object())
       for (const auto& [k, v] : body["chat_template_kwargs"].items())
-        chat_req.extra[k] = nlohmann::ordered_json::parse(v.dump());
+        chat_req.extra[k] = nlohmann::ordered_json(v);
     std::string rendered;
     try {
       rendered = ctx.chat_template->render(chat_req);
@@ -241,7 +284,9 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
       bad("messages", fmt::format("the chat template failed: {}", e.what()));
     }
     // The template writes the BOS itself.
+    check_text_bytes(rendered.size(), "messages", ctx);
     r.prompt = ctx.tokenizer->encode(rendered, false);
+    check_token_count(r.prompt.size(), "messages", ctx);
     const int64_t fallback =
         std::max<int64_t>(1, ctx.max_model_len - static_cast<int64_t>(r.prompt.size()));
     r.max_tokens = integer(body, "max_completion_tokens", 1, INT32_MAX,

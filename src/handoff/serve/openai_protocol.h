@@ -31,7 +31,13 @@ struct ProtocolContext {
   int64_t vocab_size = 0;
 };
 
-// Throws ApiError (400 bad parameter, 404 unknown model).
+// Deepest nesting of arrays and objects a request body may have. Every later step (copies,
+// dump, the template's values) recurses per level, so deeper bodies are refused at parse time.
+inline constexpr int kMaxJsonDepth = 64;
+
+// Throws ApiError (400 bad parameter, 404 unknown model). A prompt longer than max_model_len
+// tokens is refused (400 context_length_exceeded) before it is tokenised when its bytes alone
+// prove it (see Tokenizer::max_bytes_per_token), and after otherwise.
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const ProtocolContext& ctx);
 
 // One whole response (not streamed).

@@ -8,8 +8,9 @@
 namespace handoff::text {
 namespace {
 
-// Bounds the per-piece cache; pieces are short, so this is a few tens of MB at most.
+// Bounds the per-piece cache: this many pieces of at most this many bytes, a few tens of MB.
 constexpr size_t kMaxCacheEntries = 200000;
+constexpr size_t kMaxCachedPieceBytes = 256;
 
 uint64_t pair_key(int32_t a, int32_t b) {
   return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
@@ -69,6 +70,11 @@ int32_t BpeModel::find(std::string_view bytes) const {
 
 void BpeModel::encode(std::string_view piece, std::vector<int32_t>& ids) const {
   if (piece.empty()) return;
+  // Long pieces rarely repeat, and caching them would let a few huge prompts pin gigabytes.
+  if (piece.size() > kMaxCachedPieceBytes) {
+    merge(piece, ids);
+    return;
+  }
   std::string key(piece);
   {
     std::lock_guard lock(cache_mutex_);

@@ -7,6 +7,7 @@
 #include "handoff/text/jinja_ast.h"
 #include "handoff/text/jinja_builtins.h"
 #include "handoff/text/jinja_lexer.h"
+#include "handoff/text/jinja_limits.h"
 #include "handoff/text/jinja_parser.h"
 
 namespace handoff::text {
@@ -34,9 +35,29 @@ class Scope {
 
 enum class Flow { kNormal, kBreak, kContinue };
 
+// int64 arithmetic ending the render on overflow (Python's ints would just grow).
+const auto add = [](int64_t a, int64_t b, int64_t* r) { return __builtin_add_overflow(a, b, r); };
+const auto sub = [](int64_t a, int64_t b, int64_t* r) { return __builtin_sub_overflow(a, b, r); };
+const auto mul = [](int64_t a, int64_t b, int64_t* r) { return __builtin_mul_overflow(a, b, r); };
+
+template <typename Op>
+int64_t checked(Op op, int64_t a, int64_t b, size_t line) {
+  int64_t result;
+  if (op(a, b, &result)) fail_input("template line {}: integer overflow", line);
+  return result;
+}
+
+// Appends rendered text, ending the render once it passes kMaxStringBytes.
+void emit(std::string& out, const std::string& text) {
+  if (text.size() > kMaxStringBytes - std::min(out.size(), kMaxStringBytes))
+    fail_input("template output longer than {} bytes", kMaxStringBytes);
+  out += text;
+}
+
 class Interpreter {
  public:
   Flow exec(const Body& body, Scope& scope, std::string& out) {
+    const Deeper guard(*this);
     for (const auto& stmt : body) {
       const Flow flow = exec(*stmt, scope, out);
       if (flow != Flow::kNormal) return flow;
@@ -45,13 +66,34 @@ class Interpreter {
   }
 
  private:
+  // Counts evaluation depth (statements, expressions and macro calls), so recursion that a
+  // template builds (a macro calling itself) ends with an error, not a stack overflow.
+  class Deeper {
+   public:
+    explicit Deeper(Interpreter& in) : in_(in) {
+      if (++in_.depth_ > kMaxEvalDepth)
+        fail_input("template evaluation nested deeper than {} (a recursive macro?)", kMaxEvalDepth);
+    }
+    ~Deeper() { --in_.depth_; }
+    Deeper(const Deeper&) = delete;
+    Deeper& operator=(const Deeper&) = delete;
+
+   private:
+    Interpreter& in_;
+  };
+
+  void count_iteration(size_t line) {
+    if (++iterations_ > kMaxLoopIterations)
+      fail_input("template line {}: loops ran more than {} iterations", line, kMaxLoopIterations);
+  }
+
   Flow exec(const Stmt& s, Scope& scope, std::string& out) {
     switch (s.kind) {
       case Stmt::Kind::kText:
-        out += s.text;
+        emit(out, s.text);
         return Flow::kNormal;
       case Stmt::Kind::kOutput:
-        out += eval(*s.expr, scope).to_output();
+        emit(out, eval(*s.expr, scope).to_output());
         return Flow::kNormal;
       case Stmt::Kind::kIf:
         return exec(eval(*s.expr, scope).truthy() ? s.body : s.else_body, scope, out);
@@ -127,6 +169,7 @@ class Interpreter {
     if (s.cond) {  // `for x in xs if cond` filters before loop.* counts
       ValueList kept;
       for (const Value& item : items) {
+        count_iteration(s.line);
         Scope probe(&scope);
         bind_targets(s, item, probe);
         if (eval(*s.cond, probe).truthy()) kept.push_back(item);
@@ -139,6 +182,7 @@ class Interpreter {
     }
     const auto n = static_cast<int64_t>(items.size());
     for (int64_t i = 0; i < n; ++i) {
+      count_iteration(s.line);
       Scope inner(&scope);
       bind_targets(s, items[i], inner);
       ValueDict loop{{"index", Value(i + 1)},
@@ -178,6 +222,14 @@ class Interpreter {
   }
 
   Value eval(const Expr& e, const Scope& scope) {
+    const Deeper guard(*this);
+    Value v = eval_node(e, scope);
+    if (v.is_string() && v.as_string().size() > kMaxStringBytes)
+      fail_input("template line {}: string longer than {} bytes", e.line, kMaxStringBytes);
+    return v;
+  }
+
+  Value eval_node(const Expr& e, const Scope& scope) {
     switch (e.kind) {
       case Expr::Kind::kLiteral:
         return e.value;
@@ -234,7 +286,7 @@ class Interpreter {
         const Value v = eval(*e.a, scope);
         if (e.name == "not") return Value(!v.truthy());
         if (e.name == "-") {
-          if (v.kind() == Value::Kind::kInt) return Value(-v.as_int());
+          if (v.kind() == Value::Kind::kInt) return Value(checked(sub, 0, v.as_int(), e.line));
           if (v.kind() == Value::Kind::kFloat) return Value(-v.as_number());
           fail_input("template line {}: cannot negate a non-number", e.line);
         }
@@ -272,7 +324,7 @@ class Interpreter {
       }));
     }
     if (name == "range") {
-      return Value(Function([](const ValueList& args, const KwArgs&) {
+      return Value(Function([this](const ValueList& args, const KwArgs&) {
         int64_t start = 0, stop = 0, step = 1;
         if (args.size() == 1) {
           stop = args[0].as_int();
@@ -282,8 +334,19 @@ class Interpreter {
           if (args.size() > 2) step = args[2].as_int();
         }
         if (step == 0) fail_input("range() step must not be zero");
+        // The count first, in 128 bits: a list of billions would run out of memory, and
+        // stepping past INT64_MAX would overflow.
+        const __int128 span = step > 0 ? __int128{stop} - start : __int128{start} - stop;
+        const __int128 abs_step = step > 0 ? __int128{step} : -__int128{step};
+        const __int128 count = span <= 0 ? 0 : (span + abs_step - 1) / abs_step;
+        if (count > kMaxLoopIterations - iterations_)
+          fail_input("range() of {} items passes the limit of {} loop iterations",
+                     static_cast<double>(count), kMaxLoopIterations);
+        iterations_ += static_cast<int64_t>(count);
         ValueList out;
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value(i));
+        out.reserve(static_cast<size_t>(count));
+        for (__int128 k = 0; k < count; ++k)
+          out.push_back(Value(static_cast<int64_t>(start + k * step)));
         return Value(out);
       }));
     }
@@ -338,7 +401,9 @@ class Interpreter {
     const int64_t start = bound(e.b, step > 0 ? 0 : n - 1);
     const int64_t stop = bound(e.c, step > 0 ? n : -1);
     ValueList out;
-    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(items[i]);
+    // 128-bit index: a step near INT64_MAX must not overflow past the end.
+    for (__int128 i = start; step > 0 ? i < stop : i > stop; i += step)
+      out.push_back(items[static_cast<size_t>(i)]);
     if (object.is_string()) {
       std::string s;
       for (const Value& c : out) s += c.as_string();
@@ -398,7 +463,11 @@ class Interpreter {
       }
     }
     if (op == "*" && l.is_string() && r.kind() == Value::Kind::kInt) {
+      if (r.as_int() > 0 &&
+          l.as_string().size() > kMaxStringBytes / static_cast<uint64_t>(r.as_int()))
+        fail_input("template line {}: string longer than {} bytes", e.line, kMaxStringBytes);
       std::string out;
+      if (l.as_string().empty()) return Value(out);
       for (int64_t i = 0; i < r.as_int(); ++i) out += l.as_string();
       return Value(out);
     }
@@ -411,14 +480,15 @@ class Interpreter {
     }
     if (ints) {
       const int64_t a = l.as_int(), b = r.as_int();
-      if (op == "+") return Value(a + b);
-      if (op == "-") return Value(a - b);
-      if (op == "*") return Value(a * b);
+      if (op == "+") return Value(checked(add, a, b, e.line));
+      if (op == "-") return Value(checked(sub, a, b, e.line));
+      if (op == "*") return Value(checked(mul, a, b, e.line));
       if (b == 0) fail_input("template line {}: division by zero", e.line);
+      if (a == INT64_MIN && b == -1) fail_input("template line {}: integer overflow", e.line);
       int64_t q = a / b;
       if ((a % b != 0) && ((a < 0) != (b < 0))) --q;  // Python floors
       if (op == "//") return Value(q);
-      if (op == "%") return Value(a - q * b);
+      if (op == "%") return Value(static_cast<int64_t>(a - __int128{q} * b));
     }
     const double a = l.as_number(), b = r.as_number();
     if (op == "+") return Value(a + b);
@@ -428,6 +498,9 @@ class Interpreter {
     if (op == "%") return Value(a - std::floor(a / b) * b);
     fail_input("template line {}: unknown operator '{}'", e.line, op);
   }
+
+  int depth_ = 0;
+  int64_t iterations_ = 0;
 };
 
 }  // namespace

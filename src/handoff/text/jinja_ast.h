@@ -38,6 +38,7 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   bool negate = false;
   size_t line = 0;
+  int depth = 1;  // of this subtree; the parser bounds it by kMaxNesting
 };
 
 struct Stmt;

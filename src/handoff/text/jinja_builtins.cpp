@@ -5,9 +5,26 @@
 #include <cmath>
 
 #include "handoff/error.h"
+#include "handoff/text/jinja_limits.h"
 
 namespace handoff::text::jinja {
 namespace {
+
+void check_size(size_t bytes) {
+  if (bytes > kMaxStringBytes) fail_input("template string longer than {} bytes", kMaxStringBytes);
+}
+
+// The positional argument `index`; InputError naming `what` when it is missing.
+const Value& required(const ValueList& args, size_t index, const char* what) {
+  if (index >= args.size()) fail_input("{} needs {} argument(s)", what, index + 1);
+  return args[index];
+}
+
+// A float as int64, as Python's int() truncates; InputError when it does not fit.
+int64_t to_int(double d) {
+  if (!(d > -9.2e18 && d < 9.2e18)) fail_input("{} does not fit an integer", d);
+  return static_cast<int64_t>(d);
+}
 
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
@@ -33,6 +50,7 @@ std::string replace_all(const std::string& s, const std::string& from, const std
   while (count != 0 && (hit = s.find(from, pos)) != std::string::npos) {
     out.append(s, pos, hit - pos);
     out += to;
+    check_size(out.size());
     pos = hit + from.size();
     if (count > 0) --count;
   }
@@ -141,7 +159,10 @@ Value apply_filter(const std::string& name, const Value& value, const ValueList&
     return Value(strip(value.to_output(), arg(args, kwargs, 0, "chars"), true, true));
   if (name == "tojson") {
     const Value indent = arg(args, kwargs, 0, "indent");
-    return Value(value.to_json(indent.is_number() ? static_cast<int>(indent.as_number()) : -1));
+    if (!indent.is_number()) return Value(value.to_json());
+    const double spaces = indent.as_number();
+    if (!(spaces <= 64)) fail_input("tojson indent must be at most 64, got {}", spaces);
+    return Value(value.to_json(spaces < 0 ? -1 : static_cast<int>(spaces)));
   }
   if (name == "length" || name == "count") return Value(length_of(value));
   if (name == "default" || name == "d") {
@@ -163,9 +184,11 @@ Value apply_filter(const std::string& name, const Value& value, const ValueList&
     const Value sep = arg(args, kwargs, 0, "d", Value(""));
     std::string out;
     const ValueList items = as_list(value);
+    const std::string separator = sep.to_output();
     for (size_t i = 0; i < items.size(); ++i) {
-      if (i) out += sep.to_output();
+      if (i) out += separator;
       out += items[i].to_output();
+      check_size(out.size());
     }
     return Value(out);
   }
@@ -178,6 +201,7 @@ Value apply_filter(const std::string& name, const Value& value, const ValueList&
     return Value(replace_all(value.to_output(), arg(args, kwargs, 0, "old").to_output(),
                              arg(args, kwargs, 1, "new").to_output(),
                              arg(args, kwargs, 2, "count", Value(-1)).as_int()));
+  if (name == "items" && !value.is_dict()) fail_input("items needs a dict");
   if (name == "items") return Value(items_of(value));
   if (name == "list") return Value(as_list(value));
   if (name == "reverse") {
@@ -192,7 +216,7 @@ Value apply_filter(const std::string& name, const Value& value, const ValueList&
     return Value(items);
   }
   if (name == "int") {
-    if (value.is_number()) return Value(static_cast<int64_t>(value.as_number()));
+    if (value.is_number()) return Value(to_int(value.as_number()));
     try {
       return Value(static_cast<int64_t>(std::stoll(value.to_output())));
     } catch (const std::exception&) {
@@ -208,13 +232,19 @@ Value apply_filter(const std::string& name, const Value& value, const ValueList&
     }
   }
   if (name == "abs") {
-    if (value.kind() == Value::Kind::kInt)
+    if (value.kind() == Value::Kind::kInt) {
+      if (value.as_int() == INT64_MIN) fail_input("abs({}) overflows", value.as_int());
       return Value(static_cast<int64_t>(std::llabs(value.as_int())));
+    }
     return Value(std::fabs(value.as_number()));
   }
   if (name == "unique") {
     ValueList out;
-    for (const Value& v : as_list(value))
+    const ValueList items = as_list(value);
+    // Pairwise comparison: quadratic, so bounded (chat templates dedupe a handful of names).
+    constexpr size_t kMaxUnique = 10'000;
+    if (items.size() > kMaxUnique) fail_input("unique over more than {} items", kMaxUnique);
+    for (const Value& v : items)
       if (std::none_of(out.begin(), out.end(), [&](const Value& o) { return o.equals(v); }))
         out.push_back(v);
     return Value(out);
@@ -223,15 +253,16 @@ Value apply_filter(const std::string& name, const Value& value, const ValueList&
     const Value attr = arg(args, kwargs, 99, "attribute");
     ValueList out;
     for (const Value& v : as_list(value))
-      out.push_back(attr.is_string() ? attribute(v, attr.as_string())
-                                     : apply_filter(args.at(0).to_output(), v, {}, {}));
+      out.push_back(attr.is_string()
+                        ? attribute(v, attr.as_string())
+                        : apply_filter(required(args, 0, "map").to_output(), v, {}, {}));
     return Value(out);
   }
   if (name == "selectattr" || name == "rejectattr") {
     const bool select = name == "selectattr";
     ValueList out;
     for (const Value& v : as_list(value)) {
-      const Value a = attribute(v, args.at(0).to_output());
+      const Value a = attribute(v, required(args, 0, name.c_str()).to_output());
       const bool pass = args.size() > 1 ? apply_test(args[1].to_output(), a,
                                                      ValueList(args.begin() + 2, args.end()))
                                         : a.truthy();
@@ -251,6 +282,7 @@ Value apply_filter(const std::string& name, const Value& value, const ValueList&
     return Value(out);
   }
   if (name == "dictsort") {
+    if (!value.is_dict()) fail_input("dictsort needs a dict");
     ValueList items = items_of(value);
     std::stable_sort(items.begin(), items.end(), [](const Value& a, const Value& b) {
       return a.list()[0].as_string() < b.list()[0].as_string();
@@ -347,7 +379,7 @@ std::optional<Value> bound_method(const Value& value, const std::string& name) {
     }
     if (name == "find") {
       return Value(Function([s](const ValueList& args, const KwArgs&) {
-        const size_t pos = s.find(args.at(0).to_output());
+        const size_t pos = s.find(required(args, 0, "find").to_output());
         return Value(pos == std::string::npos ? int64_t{-1} : static_cast<int64_t>(pos));
       }));
     }
@@ -358,6 +390,7 @@ std::optional<Value> bound_method(const Value& value, const std::string& name) {
         for (size_t i = 0; i < s.size(); ++i) {
           if (s[i] == '{' && i + 1 < s.size() && s[i + 1] == '}') {
             if (next_arg < args.size()) out += args[next_arg++].to_output();
+            check_size(out.size());
             ++i;
           } else {
             out += s[i];
@@ -381,7 +414,7 @@ std::optional<Value> bound_method(const Value& value, const std::string& name) {
     }
     if (name == "get") {
       return Value(Function([value](const ValueList& args, const KwArgs&) {
-        const Value v = value.get(args.at(0).to_output());
+        const Value v = value.get(required(args, 0, "get").to_output());
         if (v.is_undefined()) return args.size() > 1 ? args[1] : Value::none();
         return v;
       }));
@@ -389,7 +422,7 @@ std::optional<Value> bound_method(const Value& value, const std::string& name) {
   }
   if (value.is_list() && name == "append") {
     return Value(Function([value](const ValueList& args, const KwArgs&) {
-      value.list().push_back(args.at(0));
+      value.append(required(args, 0, "append"));
       return Value::none();
     }));
   }

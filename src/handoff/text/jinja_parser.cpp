@@ -1,8 +1,11 @@
 #include "handoff/text/jinja_parser.h"
 
+#include <algorithm>
 #include <initializer_list>
+#include <stdexcept>
 
 #include "handoff/error.h"
+#include "handoff/text/jinja_limits.h"
 
 namespace handoff::text::jinja {
 namespace {
@@ -52,6 +55,37 @@ class Parser {
     return next().text;
   }
 
+  // Counts recursion of the parser itself (parentheses, `not not ...`, nested blocks): deep
+  // input ends with an error instead of overflowing the stack.
+  class Deeper {
+   public:
+    explicit Deeper(Parser& p) : p_(p) {
+      if (++p_.depth_ > kMaxNesting) p_.error("template nesting deeper than {}", kMaxNesting);
+    }
+    ~Deeper() { --p_.depth_; }
+    Deeper(const Deeper&) = delete;
+    Deeper& operator=(const Deeper&) = delete;
+
+   private:
+    Parser& p_;
+  };
+
+  // Sets a finished node's depth from its children: loops such as `a + b + c ...` or
+  // `x.a.b.c ...` build deep trees without recursing, and evaluating or freeing one recurses.
+  ExprPtr done(ExprPtr e) {
+    int below = 0;
+    const auto child = [&](const ExprPtr& c) {
+      if (c) below = std::max(below, c->depth);
+    };
+    for (const ExprPtr* c : {&e->a, &e->b, &e->c, &e->d}) child(*c);
+    for (const auto& c : e->items) child(c);
+    for (const auto& c : e->keys) child(c);
+    for (const auto& [k, c] : e->kwargs) child(c);
+    e->depth = below + 1;
+    if (e->depth > kMaxNesting) error("expression nesting deeper than {}", kMaxNesting);
+    return e;
+  }
+
   // Parses statements until a {% tag %} whose keyword is in `stops` (left unconsumed).
   Body parse_body(std::initializer_list<const char*> stops) {
     Body body;
@@ -91,6 +125,7 @@ class Parser {
   }
 
   StmtPtr parse_statement() {
+    const Deeper guard(*this);
     const size_t line = peek().line;
     const std::string word = expect_name();
     auto s = std::make_unique<Stmt>();
@@ -121,14 +156,14 @@ class Parser {
         attr->kind = Expr::Kind::kAttr;
         attr->name = expect_name();
         attr->a = std::move(s->target);
-        s->target = std::move(attr);
+        s->target = done(std::move(attr));
       }
       if (is_op(",")) {  // tuple unpacking: set a, b = ...
         auto tuple = std::make_unique<Expr>();
         tuple->kind = Expr::Kind::kTuple;
         tuple->items.push_back(std::move(s->target));
         while (accept_op(",")) tuple->items.push_back(parse_primary());
-        s->target = std::move(tuple);
+        s->target = done(std::move(tuple));
       }
       if (accept_op("=")) {
         s->expr = parse_expression();
@@ -166,6 +201,7 @@ class Parser {
   }
 
   void parse_if_rest(Stmt& s) {
+    const Deeper guard(*this);
     s.kind = Stmt::Kind::kIf;
     s.expr = parse_expression();
     end_tag();
@@ -198,6 +234,7 @@ class Parser {
   ExprPtr parse_expression() { return parse_ternary(); }
 
   ExprPtr parse_ternary() {
+    const Deeper guard(*this);
     ExprPtr value = parse_or();
     if (!is_name("if")) return value;
     ++pos_;
@@ -205,7 +242,7 @@ class Parser {
     e->a = parse_or();
     e->b = std::move(value);
     if (accept_name("else")) e->c = parse_ternary();
-    return e;
+    return done(std::move(e));
   }
 
   // In `for x in seq if cond`, the `if` belongs to the loop, not to a ternary.
@@ -216,7 +253,7 @@ class Parser {
     e->name = op;
     e->a = std::move(a);
     e->b = std::move(b);
-    return e;
+    return done(std::move(e));
   }
 
   ExprPtr parse_or() {
@@ -231,10 +268,11 @@ class Parser {
   }
   ExprPtr parse_not() {
     if (accept_name("not")) {
+      const Deeper guard(*this);
       auto e = make(Expr::Kind::kUnary);
       e->name = "not";
       e->a = parse_not();
-      return e;
+      return done(std::move(e));
     }
     return parse_compare();
   }
@@ -281,10 +319,11 @@ class Parser {
   }
   ExprPtr parse_unary() {
     if (is_op("-") || is_op("+")) {
+      const Deeper guard(*this);
       auto e = make(Expr::Kind::kUnary);
       e->name = next().text;
       e->a = parse_unary();
-      return e;
+      return done(std::move(e));
     }
     return parse_filters(parse_postfix(parse_primary()));
   }
@@ -297,7 +336,7 @@ class Parser {
         e->name = expect_name();
         e->a = std::move(value);
         if (accept_op("(")) parse_call_args(*e);
-        value = parse_postfix(std::move(e));
+        value = parse_postfix(done(std::move(e)));
       } else if (accept_name("is")) {
         auto e = make(Expr::Kind::kTest);
         e->negate = accept_name("not");
@@ -309,7 +348,7 @@ class Parser {
                    peek().type == TokenType::kFloat || is_name("none")) {
           e->items.push_back(parse_primary());  // `x is equalto 3`
         }
-        value = std::move(e);
+        value = done(std::move(e));
       } else {
         return value;
       }
@@ -335,7 +374,7 @@ class Parser {
         auto e = make(Expr::Kind::kAttr);
         e->name = expect_name();
         e->a = std::move(value);
-        value = std::move(e);
+        value = done(std::move(e));
       } else if (accept_op("[")) {
         ExprPtr parts[3];
         int colons = 0;
@@ -352,12 +391,12 @@ class Parser {
         e->c = std::move(parts[1]);
         e->d = std::move(parts[2]);
         if (!colons && !e->b) error("empty subscript");
-        value = std::move(e);
+        value = done(std::move(e));
       } else if (accept_op("(")) {
         auto e = make(Expr::Kind::kCall);
         e->a = std::move(value);
         parse_call_args(*e);
-        value = std::move(e);
+        value = done(std::move(e));
       } else {
         return value;
       }
@@ -382,9 +421,14 @@ class Parser {
         return e;
       }
       case TokenType::kInt:
-        return literal(Value(static_cast<int64_t>(std::stoll(tok.text))));
       case TokenType::kFloat:
-        return literal(Value(std::stod(tok.text)));
+        try {
+          if (tok.type == TokenType::kInt)
+            return literal(Value(static_cast<int64_t>(std::stoll(tok.text))));
+          return literal(Value(std::stod(tok.text)));
+        } catch (const std::out_of_range&) {
+          error("number {} is out of range", tok.text);
+        }
       case TokenType::kName: {
         if (tok.text == "true" || tok.text == "True") return literal(Value(true));
         if (tok.text == "false" || tok.text == "False") return literal(Value(false));
@@ -402,7 +446,7 @@ class Parser {
             auto tuple = make(Expr::Kind::kTuple);
             tuple->items.push_back(std::move(inner));
             while (accept_op(",") && !is_op(")")) tuple->items.push_back(parse_expression());
-            inner = std::move(tuple);
+            inner = done(std::move(tuple));
           }
           expect_op(")");
           return inner;
@@ -414,7 +458,7 @@ class Parser {
             e->items.push_back(parse_expression());
             if (!is_op("]")) expect_op(",");
           }
-          return e;
+          return done(std::move(e));
         }
         if (tok.text == "{") {
           ++pos_;
@@ -425,7 +469,7 @@ class Parser {
             e->items.push_back(parse_expression());
             if (!is_op("}")) expect_op(",");
           }
-          return e;
+          return done(std::move(e));
         }
         break;
       default:
@@ -436,6 +480,7 @@ class Parser {
 
   const std::vector<Token>& t_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

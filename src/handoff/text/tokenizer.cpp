@@ -1,5 +1,6 @@
 #include "handoff/text/tokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -25,6 +26,38 @@ std::optional<std::string> config_token(const nlohmann::json& config, const char
   if (v.is_string()) return v.get<std::string>();
   if (v.is_object() && v.contains("content")) return v.at("content").get<std::string>();
   return std::nullopt;
+}
+
+// How many input bytes the normalizer may turn into one byte; 0 when it may drop text.
+size_t normalizer_shrink(const nlohmann::json& config) {
+  if (config.is_null()) return 1;
+  const std::string type = config.value("type", "");
+  if (type == "Sequence") {
+    size_t factor = 1;
+    for (const auto& step : config.at("normalizers")) {
+      const size_t f = normalizer_shrink(step);
+      if (f == 0 || f > (size_t{1} << 20) / factor) return 0;
+      factor *= f;
+    }
+    return factor;
+  }
+  if (type == "Replace") {
+    const size_t from = config.at("pattern").value("String", std::string()).size();
+    const size_t to = config.at("content").get<std::string>().size();
+    if (to == 0) return 0;
+    return std::max<size_t>(1, (from + to - 1) / to);
+  }
+  if (type == "Prepend" || type == "Lowercase") return 1;
+  return 0;  // Strip and anything new: no bound
+}
+
+bool pre_tokenizer_drops_bytes(const nlohmann::json& config) {
+  if (!config.is_object()) return false;
+  if (config.value("behavior", "") == "Removed") return true;
+  if (config.contains("pretokenizers"))
+    for (const auto& step : config.at("pretokenizers"))
+      if (pre_tokenizer_drops_bytes(step)) return true;
+  return false;
 }
 
 }  // namespace
@@ -67,6 +100,15 @@ Tokenizer::Tokenizer(const nlohmann::json& tokenizer_json, const nlohmann::json&
       added.push_back(std::move(token));
     }
     added_ = std::make_unique<AddedTokenMatcher>(std::move(added));
+    size_t longest = 1;
+    for (const std::string& bytes : id_bytes_) longest = std::max(longest, bytes.size());
+    const size_t shrink = normalizer_shrink(tokenizer_json.value("normalizer", nlohmann::json()));
+    const bool drops =
+        pre_tokenizer_drops_bytes(tokenizer_json.value("pre_tokenizer", nlohmann::json()));
+    // An added token with lstrip/rstrip swallows any run of spaces beside it.
+    const bool strips = std::any_of(added_->tokens().begin(), added_->tokens().end(),
+                                    [](const AddedToken& t) { return t.lstrip || t.rstrip; });
+    max_bytes_per_token_ = drops || strips ? 0 : longest * shrink;
   } catch (const nlohmann::json::exception& e) {
     fail_input("tokenizer.json: {}", e.what());
   }

@@ -36,6 +36,12 @@ class Tokenizer {
   std::optional<int32_t> eos_id() const { return eos_id_; }
   // Id of an added or vocab token spelled exactly `content` (raw bytes), if any.
   std::optional<int32_t> token_id(std::string_view content) const;
+  // The most input bytes one token can stand for: the longest token's bytes, times what the
+  // normalizer may shrink text by. A text of B bytes has at least ceil(B / this) tokens, which
+  // lets a server refuse an oversized prompt without tokenising it. 0 when the normalizer or
+  // pre-tokenizer can drop bytes (Strip, Replace with "", Split "Removed") or an added token
+  // strips the spaces beside it: then no bound holds.
+  size_t max_bytes_per_token() const { return max_bytes_per_token_; }
 
  private:
   Normalizer normalizer_;
@@ -46,6 +52,7 @@ class Tokenizer {
   std::vector<bool> id_known_;
   std::optional<int32_t> bos_id_, eos_id_;
   bool add_bos_ = false, add_eos_ = false;
+  size_t max_bytes_per_token_ = 0;
 };
 
 }  // namespace handoff::text
