@@ -22,7 +22,7 @@
 
 namespace handoff::engine {
 
-// 413: the prompt (plus max_tokens) does not fit the context.
+// 400 context_length_exceeded: the prompt (plus max_tokens) does not fit the context.
 class PromptTooLongError : public InputError {
  public:
   using InputError::InputError;
