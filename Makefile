@@ -37,3 +37,23 @@ test: build npm-deps
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# On demand, not in .ci/run: the whole suite under ASan + UBSan, then the tests that stay out of
+# OpenMP/oneDNN (label tsan, list in cmake/sanitize.cmake) under TSan. Options and Open MPI's
+# leak suppressions: tests/sanitize/.
+ASAN_DIR ?= build-asan
+TSAN_DIR ?= build-tsan
+SANITIZE_CMAKE = -DCMAKE_BUILD_TYPE=RelWithDebInfo $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+.PHONY: test-sanitize test-asan test-tsan
+test-sanitize: test-asan test-tsan
+
+test-asan: deps npm-deps
+	@cmake -S . -B $(ASAN_DIR) -DHANDOFF_SANITIZE=address $(SANITIZE_CMAKE) >/dev/null
+	@cmake --build $(ASAN_DIR) -j $(JOBS)
+	@cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS)
+
+test-tsan: deps
+	@cmake -S . -B $(TSAN_DIR) -DHANDOFF_SANITIZE=thread $(SANITIZE_CMAKE) >/dev/null
+	@cmake --build $(TSAN_DIR) -j $(JOBS) --target handoff_tests
+	@cd $(TSAN_DIR) && ctest --output-on-failure -j $(JOBS) -L tsan
