@@ -43,14 +43,14 @@ clean:
 # leak suppressions: tests/sanitize/.
 ASAN_DIR ?= build-asan
 TSAN_DIR ?= build-tsan
-SANITIZE_CMAKE = -DCMAKE_BUILD_TYPE=RelWithDebInfo $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+SANITIZE_CMAKE = -DCMAKE_BUILD_TYPE=Release $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 .PHONY: test-sanitize test-asan test-tsan
 test-sanitize: test-asan test-tsan
 
 test-asan: deps npm-deps
 	@cmake -S . -B $(ASAN_DIR) -DHANDOFF_SANITIZE=address $(SANITIZE_CMAKE) >/dev/null
-	@cmake --build $(ASAN_DIR) -j $(JOBS)
+	@cmake --build $(ASAN_DIR) -j $(JOBS) --target handoff handoff_tests handoff_mpi_selftest
 	@cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS)
 
 test-tsan: deps
