@@ -135,6 +135,22 @@ TEST(SoakFakeServer, CountsEveryBrokenStreamAndNothingElse) {
   EXPECT_FALSE(report.at_start.available);  // the fake has no /metrics
 }
 
+TEST(SoakFakeServer, SlowlorisHoldsItsConnectionsOneByteASecond) {
+  FakeServer fake;
+  const cli::LoopbackTarget target =
+      cli::loopback_target(fmt::format("http://127.0.0.1:{}", fake.port()));
+  cli::Slowloris slow(target, 3, std::chrono::seconds(30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  slow.stop();
+  // Ticks at 0 s and 1 s (the second may slip on a loaded machine): every connection opened
+  // once, one byte per tick each, none answered (the header never ends).
+  EXPECT_EQ(slow.opened(), 3);
+  EXPECT_GE(slow.bytes_sent(), 3);
+  EXPECT_LE(slow.bytes_sent(), 6);
+  EXPECT_EQ(slow.bytes_sent() % 3, 0);
+  EXPECT_EQ(slow.closed_by_server(), 0);
+}
+
 // `handoff serve` in the background on a free port, SIGTERMed (and reaped) at the end.
 class ServeProcess {
  public:
