@@ -118,7 +118,8 @@ Answer send_one(const SoakOptions& o, const LoopbackTarget& t, const SoakRequest
   if (status == 0) {  // no status line: neither an answer nor an error
     a.outcome = Outcome::kLost;
     a.detail = timed_out ? fmt::format("no answer within {} s", o.request_timeout_s)
-                         : fmt::format("no response: {}", httplib::to_string(err));
+                         : fmt::format("no response after {:.1f} s: {} error", a.latency,
+                                       httplib::to_string(err));
     return a;
   }
   if (refusal_expected) {
