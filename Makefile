@@ -65,3 +65,23 @@ fuzz: deps npm-deps
 	    2>$(FUZZ_DIR)/$$t.log || { tail -n 60 $(FUZZ_DIR)/$$t.log; exit 1; }; \
 	  grep -E "^(#[0-9]+.*DONE|stat::)" $(FUZZ_DIR)/$$t.log | tr '\n' ' '; echo; \
 	done
+
+# On demand, not in .ci/run: the whole suite under ASan + UBSan, then the tests that stay out of
+# OpenMP/oneDNN (label tsan, list in cmake/sanitize.cmake) under TSan. Options and Open MPI's
+# leak suppressions: tests/sanitize/.
+ASAN_DIR ?= build-asan
+TSAN_DIR ?= build-tsan
+SANITIZE_CMAKE = -DCMAKE_BUILD_TYPE=Release $(if $(shell command -v ccache),-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+.PHONY: test-sanitize test-asan test-tsan
+test-sanitize: test-asan test-tsan
+
+test-asan: deps npm-deps
+	@cmake -S . -B $(ASAN_DIR) -DHANDOFF_SANITIZE=address $(SANITIZE_CMAKE) >/dev/null
+	@cmake --build $(ASAN_DIR) -j $(JOBS) --target handoff handoff_tests handoff_mpi_selftest
+	@cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS)
+
+test-tsan: deps
+	@cmake -S . -B $(TSAN_DIR) -DHANDOFF_SANITIZE=thread $(SANITIZE_CMAKE) >/dev/null
+	@cmake --build $(TSAN_DIR) -j $(JOBS) --target handoff_tests
+	@cd $(TSAN_DIR) && ctest --output-on-failure -j $(JOBS) -L tsan

@@ -1,9 +1,11 @@
 // `handoff bench serve` (an OpenAI server over HTTP, streaming) and `handoff bench offline`
-// (the engine in this process, no HTTP): throughput and latency percentiles.
+// (the engine in this process, no HTTP): throughput and latency percentiles. `bench serve
+// --soak` is the long, mixed, checked load of src/handoff/cli/soak.h instead.
 #include <httplib.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 #include "handoff/cli/bench_report.h"
 #include "handoff/cli/commands.h"
 #include "handoff/cli/engine_flags.h"
+#include "handoff/cli/soak.h"
 #include "handoff/error.h"
 
 namespace handoff::cli {
@@ -35,6 +38,8 @@ struct ServeBenchFlags {
   std::string url = "http://127.0.0.1:8000";
   std::string model;
   std::string api_key;
+  bool soak = false;
+  SoakOptions soak_options;  // --soak only
 };
 
 void check(const BenchFlags& b) {
@@ -129,7 +134,28 @@ std::pair<std::vector<RequestTiming>, double> run_closed_loop(
   return {std::move(timings), seconds(Clock::now() - start)};
 }
 
+void run_soak_bench(const ServeBenchFlags& f) {
+  SoakOptions o = f.soak_options;
+  o.url = f.url;
+  o.model = f.model;
+  o.api_key = f.api_key;
+  o.num_prompts = f.bench.num_prompts;
+  o.concurrency = f.bench.concurrency;
+  o.seed = f.bench.seed;
+  const SoakReport report = run_soak(o);
+  print_soak_report(report, o);
+  if (!o.report_json.empty()) {
+    std::ofstream out(o.report_json);
+    out << soak_report_json(report).dump(2) << "\n";
+    if (!out) fail_input("--report-json: cannot write '{}'", o.report_json);
+  }
+  if (!report.passed())
+    fail("soak: {} lost, {} truncated, {} duplicated, {} failed of {} requests", report.lost,
+         report.truncated, report.duplicated, report.failures, report.requests);
+}
+
 void run_bench_serve(const ServeBenchFlags& f) {
+  if (f.soak) return run_soak_bench(f);
   check(f.bench);
   const auto& b = f.bench;
   const auto [timings, wall] = run_closed_loop(b, [&](int64_t i) {
@@ -200,6 +226,48 @@ void add_bench_flags(CLI::App& cmd, BenchFlags& b) {
   cmd.add_option("--seed", b.seed, "Prompt seed")->capture_default_str();
 }
 
+void add_soak_flags(CLI::App& cmd, ServeBenchFlags& f) {
+  SoakOptions& o = f.soak_options;
+  SoakShape& s = o.shape;
+  const char* group = "Soak (--soak)";
+  cmd.add_flag("--soak", f.soak,
+               "Soak mode: random lengths, streaming and whole answers, stop strings, clients "
+               "that leave or send malformed bodies; every answer checked (loopback URLs only)")
+      ->group(group);
+  cmd.add_option("--min-input-len", s.min_input_len, "Soak: shortest prompt (tokens)")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--max-input-len", s.max_input_len, "Soak: longest prompt (tokens)")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--min-output-len", s.min_output_len, "Soak: fewest max_tokens")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--max-output-len", s.max_output_len, "Soak: most max_tokens")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--disconnect-percent", s.disconnect_percent,
+                 "Soak: clients that leave mid-stream")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--malformed-percent", s.malformed_percent, "Soak: malformed request bodies")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--slowloris", o.slowloris,
+                 "Soak: connections sending one header byte per second meanwhile")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--health-interval", o.health_interval_s, "Soak: seconds between /health probes")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--request-timeout", o.request_timeout_s,
+                 "Soak: seconds a request may take before it counts as lost")
+      ->capture_default_str()
+      ->group(group);
+  cmd.add_option("--report-json", o.report_json, "Soak: also write the report as JSON here")
+      ->group(group);
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -211,6 +279,7 @@ void add_bench_command(CLI::App& app) {
   serve->add_option("--model", sf->model, "Model id (default: the server's)");
   serve->add_option("--api-key", sf->api_key, "Bearer key");
   add_bench_flags(*serve, sf->bench);
+  add_soak_flags(*serve, *sf);
   serve->callback([sf] { run_bench_serve(*sf); });
   auto of = std::make_shared<OfflineBenchFlags>();
   CLI::App* offline = bench->add_subcommand("offline", "Benchmark the engine in-process (no HTTP)");

@@ -36,6 +36,9 @@ class ProgressBar {
 void print_report(const std::string& title, const std::vector<RequestTiming>& timings,
                   double duration_s, int concurrency);
 
+// The p-th percentile (0..100) of v, interpolated; 0 when v is empty.
+double percentile(std::vector<double> v, double p);
+
 // Deterministic random token ids in [lo, hi).
 std::vector<int32_t> random_prompt(uint64_t seed, int64_t len, int32_t lo, int32_t hi);
 

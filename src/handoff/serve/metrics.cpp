@@ -1,6 +1,9 @@
 #include "handoff/serve/metrics.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
+
+#include <fstream>
 
 namespace handoff::serve {
 namespace {
@@ -24,6 +27,14 @@ void scalar(std::string& out, const std::string& name, const char* type, const s
 }
 
 }  // namespace
+
+double process_resident_bytes() {
+  // statm: total and resident pages; one read, no parsing of the larger status file.
+  std::ifstream statm("/proc/self/statm");
+  int64_t total = 0, resident = 0;
+  if (!(statm >> total >> resident)) return 0.0;
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
 
 std::string render_metrics(const engine::EngineStats& s, const HttpCounts& http,
                            const comm::CommCounts& comm) {
@@ -55,6 +66,10 @@ std::string render_metrics(const engine::EngineStats& s, const HttpCounts& http,
          s.cache_blocks_total > 0
              ? static_cast<double>(s.cache_blocks_used) / static_cast<double>(s.cache_blocks_total)
              : 0.0);
+  scalar(out, "handoff_kv_cache_blocks_used", "gauge", "Cache blocks referenced by requests.",
+         static_cast<double>(s.cache_blocks_used));
+  scalar(out, "process_resident_memory_bytes", "gauge", "Resident memory of the server process.",
+         process_resident_bytes());
   histogram(out, "handoff_time_to_first_token_seconds", "Arrival to first token.", s.ttft);
   histogram(out, "handoff_inter_token_latency_seconds", "Time between tokens of a request.",
             s.inter_token);

@@ -14,6 +14,9 @@ struct HttpCounts {
   std::map<std::pair<std::string, int>, uint64_t> requests;  // (endpoint, status) -> count
 };
 
+// This process's resident set (/proc/self/statm), in bytes; 0 where it cannot be read.
+double process_resident_bytes();
+
 std::string render_metrics(const engine::EngineStats& stats, const HttpCounts& http,
                            const comm::CommCounts& comm);
 
