@@ -6,6 +6,7 @@
 #include <set>
 
 #include "handoff/cli/server_probes.h"
+#include "handoff/cli/soak.h"
 #include "handoff/cli/soak_plan.h"
 #include "handoff/cli/stream_audit.h"
 #include "handoff/error.h"
@@ -202,6 +203,18 @@ TEST(SoakProbes, ParsesTheGaugesOfMetrics) {
   EXPECT_EQ(m.cache_blocks_used, 12);
   EXPECT_EQ(m.rss_bytes, 1.5e8);
   EXPECT_EQ(m.waiting, -1);  // not reported
+}
+
+TEST(SoakReport, CacheBlocksStillReferencedAtTheEndFail) {
+  cli::SoakReport r;
+  r.ok = 10;
+  EXPECT_TRUE(r.passed());  // no /metrics: nothing known about blocks
+  r.at_end.available = true;
+  r.at_end.cache_blocks_used = 0;
+  EXPECT_TRUE(r.passed());
+  r.at_end.cache_blocks_used = 3;
+  EXPECT_TRUE(r.leaked_blocks());
+  EXPECT_FALSE(r.passed());
 }
 
 TEST(SoakProbes, OnlyLoopbackTargets) {

@@ -395,7 +395,10 @@ void print_soak_report(const SoakReport& r, const SoakOptions& o) {
        fmt::format("{} / {} / {}", count(r.at_start.cache_blocks_used),
                    count(r.after_warmup.cache_blocks_used), count(r.at_end.cache_blocks_used)));
   line("running at end", count(r.at_end.running));
-  line("result", r.passed() ? "PASS" : "FAIL (lost, truncated, duplicated or failed requests)");
+  line("result", r.passed()
+                     ? "PASS"
+                     : "FAIL (lost, truncated, duplicated or failed requests, or cache blocks "
+                       "still referenced at the end)");
 }
 
 }  // namespace handoff::cli

@@ -47,7 +47,11 @@ struct SoakReport {
   std::string health_first_failure;
   int64_t slowloris_opened = 0, slowloris_closed = 0;
   double duration_s = 0;
-  bool passed() const { return lost == 0 && truncated == 0 && duplicated == 0 && failures == 0; }
+  // A settled server still referencing cache blocks leaked them: that fails too.
+  bool leaked_blocks() const { return at_end.available && at_end.cache_blocks_used > 0; }
+  bool passed() const {
+    return lost == 0 && truncated == 0 && duplicated == 0 && failures == 0 && !leaked_blocks();
+  }
 };
 
 SoakReport run_soak(const SoakOptions& options);
