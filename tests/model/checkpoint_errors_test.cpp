@@ -136,6 +136,24 @@ TEST(CheckpointErrorsTest, HeaderProblems) {
                           R"( "v": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",
                           8));
   expect_input_error(open, {p, "overlaps"});
+  // A number past double's range is nlohmann's out_of_range, not a parse_error (found by the
+  // safetensors fuzzer): still an InputError naming the file.
+  write_bytes(p,
+              raw_file(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8e999]}})", 8));
+  expect_input_error(open, {p, "invalid JSON header", "number overflow"});
+}
+
+TEST(CheckpointErrorsTest, ConfigNumberPastDoubleRangeIsAnInputError) {
+  TempDir dir;
+  std::ifstream in(golden_dir("dsv32_tiny_sparse") + "/config.json");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string field = "\"max_position_embeddings\":";
+  const size_t at = text.find(field);
+  ASSERT_NE(at, std::string::npos);
+  text.insert(at + field.size(), " 16e3840, \"unused\":");
+  write_bytes(dir.file("config.json"), text);
+  expect_input_error([&] { load_config(dir.file("config.json")); },
+                     {dir.file("config.json"), "invalid JSON", "number overflow"});
 }
 
 TEST(CheckpointErrorsTest, NoWeightsInFolder) {

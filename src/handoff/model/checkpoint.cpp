@@ -38,7 +38,7 @@ std::map<std::string, std::string> read_weight_map(const std::string& index_path
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error or out_of_range (1e999)
     fail_input("{}: invalid JSON: {}", index_path, e.what());
   }
   if (!j.is_object() || !j.contains("weight_map") || !j.at("weight_map").is_object())

@@ -525,7 +525,7 @@ ModelConfig load_config(const std::string& path) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     fail_input("{}: invalid JSON: {}", path, e.what());
   }
   return parse_config(j, path);

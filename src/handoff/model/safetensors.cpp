@@ -129,7 +129,7 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   json header;
   try {
     header = json::parse(text, text + header_len);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
     fail_input("{}: invalid JSON header: {}", path, e.what());
   }
   if (!header.is_object()) fail_input("{}: header is not a JSON object", path);
