@@ -36,6 +36,16 @@ std::unique_ptr<ClientSocket> start_long_stream(int port) {
 
 const char* kLongContext = "--max-model-len 65536 --kv-cache-tokens 65536 ";
 
+// Whether /metrics counts one request finished as "abort" (its client left) within 5 s.
+bool request_aborted_within_5s(int port) {
+  const auto start = Clock::now();
+  while (seconds_since(start) < 5) {
+    if (get(port, "/metrics").find("finish_reason=\"abort\"} 1") != std::string::npos) return true;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  return false;
+}
+
 TEST(ServeHttp, SlowlorisConnectionsStarveNoOne) {
   ServeProcess server("");
   ASSERT_GT(server.port(), 0) << server.log();
@@ -246,14 +256,7 @@ TEST(ServeHttp, HealthAndMetricsStayFastWhileTheOnlyWorkerStreams) {
   EXPECT_NE(metrics.find("handoff_num_requests_running"), std::string::npos);
   // Leaving cancels the stream's sequence (the engine ends it as "abort").
   stream->close();
-  const auto start = Clock::now();
-  bool aborted = false;
-  while (!aborted && seconds_since(start) < 5) {
-    aborted =
-        get(server.port(), "/metrics").find("finish_reason=\"abort\"} 1") != std::string::npos;
-    std::this_thread::sleep_for(milliseconds(100));
-  }
-  EXPECT_TRUE(aborted) << server.log();
+  EXPECT_TRUE(request_aborted_within_5s(server.port())) << server.log();
 }
 
 TEST(ServeHttp, ClientLeavingANonStreamedRequestCancelsIt) {
@@ -264,14 +267,7 @@ TEST(ServeHttp, ClientLeavingANonStreamedRequestCancelsIt) {
     ASSERT_TRUE(c.send(post_request("/v1/completions", completion(60000, false))));
     std::this_thread::sleep_for(milliseconds(500));
   }
-  const auto start = Clock::now();
-  bool aborted = false;
-  while (!aborted && seconds_since(start) < 5) {
-    aborted =
-        get(server.port(), "/metrics").find("finish_reason=\"abort\"} 1") != std::string::npos;
-    std::this_thread::sleep_for(milliseconds(100));
-  }
-  EXPECT_TRUE(aborted) << server.log();
+  EXPECT_TRUE(request_aborted_within_5s(server.port())) << server.log();
   EXPECT_NE(server.log().find("client disconnected"), std::string::npos) << server.log();
 }
 
