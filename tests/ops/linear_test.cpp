@@ -1,5 +1,5 @@
 // LinearWeight against the naive reference on awkward shapes, both weight dtypes, strided x/y,
-// both the small-M kernels (AVX-512 and portable) and the oneDNN large-M path.
+// the small-M kernels (AVX-512, AVX2 and portable) and the oneDNN large-M path.
 #include "handoff/ops/linear.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -76,10 +77,14 @@ void check(const Case& c, double rel, std::mt19937& rng) {
   }
 }
 
-class OpsLinear : public testing::TestWithParam<bool> {
+// Each kernel level this CPU has, capped in turn; levels above the CPU's are skipped.
+class OpsLinear : public testing::TestWithParam<Isa> {
  protected:
-  void SetUp() override { force_portable_kernels(GetParam()); }
-  void TearDown() override { force_portable_kernels(false); }
+  void SetUp() override {
+    if (GetParam() > cpu_max_isa()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
+    cap_kernel_isa(GetParam());
+  }
+  void TearDown() override { cap_kernel_isa(Isa::kAvx512); }
 };
 
 TEST_P(OpsLinear, SmallMMatchesReference) {
@@ -90,14 +95,22 @@ TEST_P(OpsLinear, SmallMMatchesReference) {
         for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 16}) check({m, n, k, dtype}, 1e-5, rng);
 }
 
+// K past the kernels' K chunk (1024), so partial sums of several chunks accumulate in y.
+TEST_P(OpsLinear, LongKAccumulatesAcrossChunks) {
+  std::mt19937 rng(4321);
+  for (DType dtype : {DType::kF32, DType::kBF16})
+    for (int64_t m : {1, 2, 5, 7, 16}) check({m, 70, 2100, dtype}, 1e-5, rng);
+}
+
 TEST_P(OpsLinear, WideRowsSplitAcrossThreads) {
   std::mt19937 rng(99);
   for (DType dtype : {DType::kF32, DType::kBF16})
     for (int64_t m : {1, 4, 13}) check({m, 1000, 300, dtype}, 1e-5, rng);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, OpsLinear, testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "Portable" : "Native"; });
+INSTANTIATE_TEST_SUITE_P(Kernels, OpsLinear,
+                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
 
 TEST(OpsLinearLargeM, F32MatchesReference) {
   std::mt19937 rng(7);

@@ -1,5 +1,5 @@
 // Row-wise kernels against their naive twins on lengths that are not multiples of the vector
-// width, for both the AVX-512 and the portable bodies.
+// width, for the AVX-512, AVX2 and portable bodies.
 #include "handoff/ops/vector_ops.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "handoff/error.h"
@@ -32,10 +33,14 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
     ASSERT_NEAR(got[i], want[i], rel * std::fabs(want[i]) + abs) << "at " << i;
 }
 
-class OpsVector : public testing::TestWithParam<bool> {
+// Each kernel level this CPU has, capped in turn; levels above the CPU's are skipped.
+class OpsVector : public testing::TestWithParam<Isa> {
  protected:
-  void SetUp() override { force_portable_kernels(GetParam()); }
-  void TearDown() override { force_portable_kernels(false); }
+  void SetUp() override {
+    if (GetParam() > cpu_max_isa()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
+    cap_kernel_isa(GetParam());
+  }
+  void TearDown() override { cap_kernel_isa(Isa::kAvx512); }
   std::mt19937 rng_{42};
 };
 
@@ -195,8 +200,9 @@ TEST_P(OpsVector, TopKTiesGoToLowerIndex) {
   EXPECT_THROW(topk(y, 3, 4, idx), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, OpsVector, testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "Portable" : "Native"; });
+INSTANTIATE_TEST_SUITE_P(Kernels, OpsVector,
+                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
 
 }  // namespace
 }  // namespace handoff::ops

@@ -1,31 +1,65 @@
 #include "handoff/ops/cpu_features.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
+#include <string_view>
+
+#include "handoff/error.h"
 
 namespace handoff::ops {
 
 namespace {
-std::atomic<bool> g_force_portable{false};
+
+std::atomic<int> g_cap{static_cast<int>(Isa::kAvx512)};
+
+Isa detect() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return Isa::kAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c"))
+    return Isa::kAvx2;
+#endif
+  return Isa::kPortable;
+}
+
+// HANDOFF_ISA caps the level for a whole process (e.g. to run the AVX2 kernels on an AVX-512
+// machine); unset means no cap.
+Isa env_cap() {
+  const char* v = std::getenv("HANDOFF_ISA");
+  if (v == nullptr || *v == '\0') return Isa::kAvx512;
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512})
+    if (std::string_view(v) == isa_name(isa)) return isa;
+  fail("HANDOFF_ISA='{}': expected portable, avx2 or avx512", v);
+}
+
 }  // namespace
 
-void force_portable_kernels(bool on) { g_force_portable.store(on, std::memory_order_relaxed); }
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kPortable:
+      break;
+  }
+  return "portable";
+}
 
-bool cpu_has_avx512() {
-  // HANDOFF_NO_AVX512=1 forces the portable kernels (for testing them on AVX-512 machines).
-  static const bool has = [] {
-    const char* off = std::getenv("HANDOFF_NO_AVX512");
-    if (off != nullptr && std::strcmp(off, "0") != 0 && *off != '\0') return false;
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-#else
-    return false;
-#endif
-  }();
-  return has && !g_force_portable.load(std::memory_order_relaxed);
+Isa cpu_max_isa() {
+  static const Isa isa = detect();
+  return isa;
+}
+
+void cap_kernel_isa(Isa isa) { g_cap.store(static_cast<int>(isa), std::memory_order_relaxed); }
+
+Isa kernel_isa() {
+  static const Isa allowed = std::min(cpu_max_isa(), env_cap());
+  return std::min(allowed, static_cast<Isa>(g_cap.load(std::memory_order_relaxed)));
 }
 
 }  // namespace handoff::ops

@@ -1,12 +1,20 @@
 #pragma once
-// Run-time CPU feature checks, so one binary picks the AVX-512 kernels where the CPU has them
-// and the portable ones elsewhere.
+// Run-time CPU feature checks, so one binary picks the widest kernels the CPU has: AVX-512,
+// AVX2 + FMA, or the portable ones compiled for the baseline ISA.
 namespace handoff::ops {
 
-// avx512f + bw + vl + dq (what the *_avx512.cpp kernels are compiled for). Cached.
-bool cpu_has_avx512();
-// Makes cpu_has_avx512() report false (true = force the portable kernels); for tests and
-// benchmarks comparing the two paths in one process.
-void force_portable_kernels(bool on);
+// Ordered: each level's kernels need the CPU features of every level below it.
+enum class Isa { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
+
+const char* isa_name(Isa isa);
+// The widest level this CPU supports: avx512 = avx512f + bw + vl + dq (what the *_avx512.cpp
+// kernels are compiled for), avx2 = avx2 + fma + f16c (the *_avx2.cpp kernels). Cached.
+Isa cpu_max_isa();
+// The level the kernels run at: cpu_max_isa(), capped by the HANDOFF_ISA environment variable
+// (portable|avx2|avx512; an unknown value is an error at first use) and by cap_kernel_isa().
+Isa kernel_isa();
+// Caps kernel_isa() at `isa` (kAvx512 = no cap); for tests and benchmarks comparing the paths
+// in one process.
+void cap_kernel_isa(Isa isa);
 
 }  // namespace handoff::ops

@@ -10,6 +10,7 @@
 #include <dnnl.hpp>
 #include <map>
 #include <mutex>
+#include <string_view>
 #include <vector>
 
 #include "handoff/error.h"
@@ -54,24 +55,30 @@ void park_and_run_on_openmp(int64_t rows, const Body& body) {
   }
 }
 
-// Whether this oneDNN build runs a bf16 matmul on this CPU: oneDNN 2.6 has bf16 kernels only from
-// AVX-512 (avx512_core) on, and on an AVX2-only CPU (e.g. Zen 3) creating the primitive throws.
-// Probed once with a tiny primitive; without it bf16 weights stay on the hand-written kernels.
-bool onednn_bf16_matmul_supported() {
-  static const bool supported = [] {
+// Whether this oneDNN build has a real (non-reference) matmul for the packed layout in `dtype` on
+// this CPU. oneDNN 2.6 runs BA16a64b(2a) weights with its brgemm kernels, which need AVX-512
+// (avx512_core): on an AVX2-only CPU (e.g. Zen 3) a bf16 matmul cannot be created at all and an
+// f32 one falls to `ref:any`, about 1000x slower than the hand-written kernels. Probed once per
+// dtype with a tiny primitive; without it every M stays on the hand-written kernels.
+bool onednn_fast_matmul(DType dtype) {
+  auto probe = [](dnnl::memory::data_type wdt, dnnl::memory::format_tag wtag) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
     try {
-      const dnnl::matmul::desc desc(dnnl::memory::desc({32, 32}, dt::bf16, tag::ab),
-                                    dnnl::memory::desc({32, 64}, dt::bf16, tag::BA16a64b2a),
+      const dnnl::matmul::desc desc(dnnl::memory::desc({32, 32}, wdt, tag::ab),
+                                    dnnl::memory::desc({32, 64}, wdt, wtag),
                                     dnnl::memory::desc({32, 64}, dt::f32, tag::ab));
       const dnnl::matmul::primitive_desc pd(desc, cpu_engine());
-      return true;
+      return std::string_view(pd.impl_info_str()).substr(0, 3) != "ref";
     } catch (const dnnl::error&) {
       return false;
     }
-  }();
-  return supported;
+  };
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  static const bool bf16 = probe(dt::bf16, tag::BA16a64b2a);
+  static const bool f32 = probe(dt::f32, tag::BA16a64b);
+  return dtype == DType::kBF16 ? bf16 : f32;
 }
 
 // Row r of a 2-d float tensor of any dtype and strides, converted to f32.
@@ -172,8 +179,9 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
     std::memcpy(xpad.data() + i * kp, x + i * ldx, static_cast<size_t>(k) * sizeof(float));
     std::fill(xpad.data() + i * kp + k, xpad.data() + (i + 1) * kp, 0.0f);
   }
-  const detail::SmallMKernel kernel =
-      cpu_has_avx512() ? detail::avx512::linear_small_m : detail::linear_small_m_portable;
+  detail::SmallMKernel kernel = detail::linear_small_m_portable;
+  if (kernel_isa() == Isa::kAvx512) kernel = detail::avx512::linear_small_m;
+  if (kernel_isa() == Isa::kAvx2) kernel = detail::avx2::linear_small_m;
   const float* xp = xpad.data();
   const detail::PackedWeight& w = pw;
   // Contiguous runs of 64-row blocks per thread.
@@ -323,10 +331,9 @@ size_t LinearWeight::weight_bytes() const {
 }
 
 // Row-independent mode never reaches oneDNN, so every M is then safe inside a parallel region;
-// neither do bf16 weights on a CPU where oneDNN has no bf16 matmul.
+// neither do weights whose layout oneDNN has no real matmul for on this CPU.
 bool LinearWeight::small_m(int64_t m) const {
-  return m <= kSmallMMax || row_independent_ ||
-         (dtype_ == DType::kBF16 && !onednn_bf16_matmul_supported());
+  return m <= kSmallMMax || row_independent_ || !onednn_fast_matmul(dtype_);
 }
 
 void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {

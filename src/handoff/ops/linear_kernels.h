@@ -42,5 +42,9 @@ namespace avx512 {
 void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                     int64_t b0, int64_t b1);
 }  // namespace avx512
+namespace avx2 {
+void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
+                    int64_t b0, int64_t b1);
+}  // namespace avx2
 
 }  // namespace handoff::ops::detail

@@ -1,4 +1,4 @@
-// Portable bodies of the row-wise kernels and the run-time switch to the AVX-512 ones.
+// Portable bodies of the row-wise kernels and the run-time switch to the AVX2 / AVX-512 ones.
 #include "handoff/ops/vector_ops.h"
 
 #include <algorithm>
@@ -14,16 +14,72 @@ namespace handoff::ops {
 
 namespace {
 
+namespace portable {
+
+float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  float s = 0;
+  for (; i < n; ++i) s += a[i] * b[i];
+  for (float v : acc) s += v;
+  return s;
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 float sum_squares(const float* x, int64_t n) {
-  if (cpu_has_avx512()) return avx512::sum_squares(x, n);
   float acc = 0;
   for (int64_t i = 0; i < n; ++i) acc += x[i] * x[i];
   return acc;
 }
 
 void scale_mul(const float* x, const float* w, float scale, float* out, int64_t n) {
-  if (cpu_has_avx512()) return avx512::scale_mul(x, w, scale, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = w[i] * (x[i] * scale);
+}
+
+float add_sum_squares(float* residual, const float* x, int64_t n) {
+  float ss = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    residual[i] += x[i];
+    ss += residual[i] * residual[i];
+  }
+  return ss;
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void softmax(float* x, int64_t n) {
+  const float mx = *std::max_element(x, x + n);
+  double sum = 0;  // a long f32 running sum would cost ~sqrt(n) ulp
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+const VectorKernels kVectorKernels = {dot,      axpy,   sum_squares, scale_mul, add_sum_squares,
+                                      silu_mul, softmax};
+
+}  // namespace portable
+
+const VectorKernels& kernels() {
+  switch (kernel_isa()) {
+    case Isa::kAvx512:
+      return avx512::kVectorKernels;
+    case Isa::kAvx2:
+      return avx2::kVectorKernels;
+    case Isa::kPortable:
+      break;
+  }
+  return portable::kVectorKernels;
 }
 
 float rms_scale(float sum_sq, int64_t dim, float eps) {
@@ -33,28 +89,21 @@ float rms_scale(float sum_sq, int64_t dim, float eps) {
 }  // namespace
 
 void rms_norm(const float* x, const float* w, float eps, int64_t rows, int64_t dim, float* out) {
+  const VectorKernels& k = kernels();
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * dim;
-    scale_mul(xr, w, rms_scale(sum_squares(xr, dim), dim, eps), out + r * dim, dim);
+    k.scale_mul(xr, w, rms_scale(k.sum_squares(xr, dim), dim, eps), out + r * dim, dim);
   }
 }
 
 void add_rms_norm(float* residual, const float* x, const float* w, float eps, int64_t rows,
                   int64_t dim, float* out) {
+  const VectorKernels& k = kernels();
   for (int64_t r = 0; r < rows; ++r) {
     float* res = residual + r * dim;
     const float* xr = x + r * dim;
-    float ss;
-    if (cpu_has_avx512()) {
-      ss = avx512::add_sum_squares(res, xr, dim);
-    } else {
-      ss = 0;
-      for (int64_t i = 0; i < dim; ++i) {
-        res[i] += xr[i];
-        ss += res[i] * res[i];
-      }
-    }
-    scale_mul(res, w, rms_scale(ss, dim, eps), out + r * dim, dim);
+    const float ss = k.add_sum_squares(res, xr, dim);
+    k.scale_mul(res, w, rms_scale(ss, dim, eps), out + r * dim, dim);
   }
 }
 
@@ -98,21 +147,11 @@ void rope(float* x, int64_t heads, int64_t head_stride, int64_t rot_dim, const f
 }
 
 void softmax(float* x, int64_t n) {
-  if (n <= 0) return;
-  if (cpu_has_avx512()) return avx512::softmax(x, n);
-  const float mx = *std::max_element(x, x + n);
-  double sum = 0;  // a long f32 running sum would cost ~sqrt(n) ulp
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+  if (n > 0) kernels().softmax(x, n);
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
-  if (cpu_has_avx512()) return avx512::silu_mul(gate, up, out, n);
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  kernels().silu_mul(gate, up, out, n);
 }
 
 // Ties go to the lower index so routing is deterministic; NaN ranks below every number.
@@ -133,21 +172,8 @@ void topk(const float* x, int64_t n, int64_t k, int32_t* out_idx) {
   std::copy(idx.begin(), idx.begin() + k, out_idx);
 }
 
-float dot(const float* a, const float* b, int64_t n) {
-  if (cpu_has_avx512()) return avx512::dot(a, b, n);
-  float acc[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float s = 0;
-  for (; i < n; ++i) s += a[i] * b[i];
-  for (float v : acc) s += v;
-  return s;
-}
+float dot(const float* a, const float* b, int64_t n) { return kernels().dot(a, b, n); }
 
-void axpy(float a, const float* x, float* y, int64_t n) {
-  if (cpu_has_avx512()) return avx512::axpy(a, x, y, n);
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
+void axpy(float a, const float* x, float* y, int64_t n) { kernels().axpy(a, x, y, n); }
 
 }  // namespace handoff::ops

@@ -30,8 +30,6 @@ __m512 exp_ps(__m512 x) {
   return _mm512_scalef_ps(y, n);
 }
 
-}  // namespace
-
 float dot(const float* a, const float* b, int64_t n) {
   __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   int64_t i = 0;
@@ -122,5 +120,10 @@ void softmax(float* x, int64_t n) {
     _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
   }
 }
+
+}  // namespace
+
+const VectorKernels kVectorKernels = {dot,      axpy,   sum_squares, scale_mul, add_sum_squares,
+                                      silu_mul, softmax};
 
 }  // namespace handoff::ops::avx512

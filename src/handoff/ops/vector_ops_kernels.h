@@ -1,19 +1,31 @@
 #pragma once
-// Internal: the ISA-specific bodies behind vector_ops.h. vector_ops.cpp dispatches between the
-// portable versions (compiled for the baseline ISA) and the AVX-512 ones at run time.
+// Internal: the ISA-specific bodies behind vector_ops.h. vector_ops.cpp picks the table of the
+// level kernel_isa() names (cpu_features.h) at each call: the portable versions (compiled for
+// the baseline ISA), the AVX2 + FMA ones or the AVX-512 ones.
 #include <cstdint>
 
-namespace handoff::ops::avx512 {
+namespace handoff::ops {
 
-float dot(const float* a, const float* b, int64_t n);
-void axpy(float a, const float* x, float* y, int64_t n);
-// Sum of squares of x[0..n), f32 lanes.
-float sum_squares(const float* x, int64_t n);
-// out = w * x * scale.
-void scale_mul(const float* x, const float* w, float scale, float* out, int64_t n);
-// residual += x, returning the sum of squares of the new residual.
-float add_sum_squares(float* residual, const float* x, int64_t n);
-void silu_mul(const float* gate, const float* up, float* out, int64_t n);
-void softmax(float* x, int64_t n);
+struct VectorKernels {
+  float (*dot)(const float* a, const float* b, int64_t n);
+  // y += a * x
+  void (*axpy)(float a, const float* x, float* y, int64_t n);
+  // Sum of squares of x[0..n), f32 lanes.
+  float (*sum_squares)(const float* x, int64_t n);
+  // out = w * x * scale.
+  void (*scale_mul)(const float* x, const float* w, float scale, float* out, int64_t n);
+  // residual += x, returning the sum of squares of the new residual.
+  float (*add_sum_squares)(float* residual, const float* x, int64_t n);
+  void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
+  // In place; n >= 1.
+  void (*softmax)(float* x, int64_t n);
+};
 
-}  // namespace handoff::ops::avx512
+namespace avx512 {
+extern const VectorKernels kVectorKernels;
+}  // namespace avx512
+namespace avx2 {
+extern const VectorKernels kVectorKernels;
+}  // namespace avx2
+
+}  // namespace handoff::ops

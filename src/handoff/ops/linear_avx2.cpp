@@ -1,0 +1,170 @@
+// AVX2 + FMA small-M kernels over the packed layout described in linear_kernels.h. A 32-byte
+// load covers 8 rows (a "lane" here) of one k (f32) or 8 rows × the k pair (bf16), so a 64-row
+// block is 8 lanes. With 16 vector registers a tile holds at most 12 accumulators: 8 lanes × 1
+// row of x (decode), or 4 lanes × 2-3 rows, the block then being walked in two lane groups.
+// On CPUs where oneDNN has no bf16 matmul (AVX2 only) these kernels also run bf16 prefill.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "handoff/ops/linear_kernels.h"
+
+namespace handoff::ops::detail::avx2 {
+
+namespace {
+
+constexpr int64_t kLanes = kRowBlock / 8;
+// K per chunk when x has more than one tile of rows: the chunk's slice of a 64-row block is
+// 128 KiB (bf16) or 256 KiB (f32), so rows past the first tile re-read it from L2.
+constexpr int64_t kKChunk = 1024;
+// Software prefetch distance along a lane's weight stream.
+constexpr int kPrefetchBytes = 1024;
+
+__m256i row_mask(int64_t valid) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(valid, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Lanes [lane0, lane0 + NB) of block b × MR rows of x, over k in [k0, k1). When NB·MR is small,
+// even and odd k go to separate accumulators so enough FMA chains are in flight to hide the
+// FMA latency. When `accumulate`, adds to what y holds (a previous k chunk).
+template <bool kBF16, int NB, int MR>
+void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
+          int64_t lane0, int64_t k0, int64_t k1, bool accumulate) {
+  constexpr bool kSplit = NB * MR <= 4;
+  constexpr int kAcc = kSplit ? 2 : 1;
+  __m256 acc[kAcc][NB][MR];
+  for (int s = 0; s < kAcc; ++s)
+    for (int j = 0; j < NB; ++j)
+      for (int i = 0; i < MR; ++i) acc[s][j][i] = _mm256_setzero_ps();
+
+  const int64_t kp = w.k_pad;
+  const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  for (int64_t k = k0; k < k1; k += 2) {
+    for (int j = 0; j < NB; ++j) {
+      __m256 w0, w1;
+      const int64_t lane = lane0 + j;
+      if constexpr (kBF16) {
+        const auto* p = static_cast<const uint16_t*>(w.data) + (b * kp + k) * kRowBlock + lane * 16;
+        if (lane % 2 == 0)
+          _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        w1 = _mm256_castsi256_ps(_mm256_and_si256(v, hi_mask));
+      } else {
+        const auto* p = static_cast<const float*>(w.data) + (b * kp + k) * kRowBlock + lane * 8;
+        if (lane % 2 == 0) {
+          _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(p + kRowBlock) + kPrefetchBytes, _MM_HINT_T0);
+        }
+        w0 = _mm256_loadu_ps(p);
+        w1 = _mm256_loadu_ps(p + kRowBlock);
+      }
+      for (int i = 0; i < MR; ++i) {
+        acc[0][j][i] = _mm256_fmadd_ps(w0, _mm256_broadcast_ss(x + i * ldx + k), acc[0][j][i]);
+        acc[kAcc - 1][j][i] =
+            _mm256_fmadd_ps(w1, _mm256_broadcast_ss(x + i * ldx + k + 1), acc[kAcc - 1][j][i]);
+      }
+    }
+  }
+  for (int j = 0; j < NB; ++j) {
+    const int64_t row0 = b * kRowBlock + (lane0 + j) * 8;
+    const int64_t valid = w.n - row0;
+    const __m256i mask = row_mask(valid);
+    for (int i = 0; i < MR; ++i) {
+      __m256 r = acc[0][j][i];
+      if constexpr (kSplit) r = _mm256_add_ps(r, acc[1][j][i]);
+      float* out = y + i * ldy + row0;
+      if (valid >= 8) {
+        if (accumulate) r = _mm256_add_ps(r, _mm256_loadu_ps(out));
+        _mm256_storeu_ps(out, r);
+      } else {
+        if (accumulate) r = _mm256_add_ps(r, _mm256_maskload_ps(out, mask));
+        _mm256_maskstore_ps(out, mask, r);
+      }
+    }
+  }
+}
+
+// MR rows of x against the lanes [0, lanes) of block b, NB lanes at a time.
+template <bool kBF16, int NB, int MR>
+void lane_groups(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy,
+                 int64_t b, int64_t lanes, int64_t k0, int64_t k1, bool accumulate) {
+  for (int64_t g = 0; g < lanes; g += NB) {
+    switch (std::min<int64_t>(NB, lanes - g)) {
+      case 1:
+        tile<kBF16, 1, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+        break;
+      case 2:
+        tile<kBF16, 2, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+        break;
+      case 3:
+        tile<kBF16, 3, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+        break;
+      case 4:
+        tile<kBF16, 4, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+        break;
+      default:
+        if constexpr (NB > 4) {
+          switch (lanes - g) {
+            case 5:
+              tile<kBF16, 5, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+              break;
+            case 6:
+              tile<kBF16, 6, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+              break;
+            case 7:
+              tile<kBF16, 7, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+              break;
+            default:
+              tile<kBF16, 8, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+              break;
+          }
+        }
+        break;
+    }
+  }
+}
+
+template <bool kBF16>
+void run(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy, int64_t b0,
+         int64_t b1) {
+  const int64_t ldx = w.k_pad;
+  // Rows of x in tiles of 3; a lone row takes all 8 lanes at once.
+  const int64_t chunk = m <= 3 ? ldx : kKChunk;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t lanes = std::min<int64_t>(kLanes, (w.n - b * kRowBlock + 7) / 8);
+    for (int64_t k0 = 0; k0 < ldx; k0 += chunk) {
+      const int64_t k1 = std::min(ldx, k0 + chunk);
+      const bool acc = k0 > 0;
+      for (int64_t i = 0; i < m; i += 3) {
+        const float* xi = x + i * ldx;
+        float* yi = y + i * ldy;
+        switch (std::min<int64_t>(3, m - i)) {
+          case 1:
+            lane_groups<kBF16, 8, 1>(w, xi, ldx, yi, ldy, b, lanes, k0, k1, acc);
+            break;
+          case 2:
+            lane_groups<kBF16, 4, 2>(w, xi, ldx, yi, ldy, b, lanes, k0, k1, acc);
+            break;
+          default:
+            lane_groups<kBF16, 4, 3>(w, xi, ldx, yi, ldy, b, lanes, k0, k1, acc);
+            break;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
+                    int64_t b0, int64_t b1) {
+  if (w.dtype == tensor::DType::kBF16) {
+    run<true>(w, x, m, y, ldy, b0, b1);
+  } else {
+    run<false>(w, x, m, y, ldy, b0, b1);
+  }
+}
+
+}  // namespace handoff::ops::detail::avx2

@@ -1,0 +1,165 @@
+// AVX2 + FMA bodies of the row-wise kernels. Tails use masked loads/stores (vmaskmov) instead of
+// scalar loops; a masked load reads nothing past the end, so the tails cannot fault.
+#include <immintrin.h>
+
+#include "handoff/ops/vector_ops_kernels.h"
+
+namespace handoff::ops::avx2 {
+
+namespace {
+
+// Lanes [0, remaining) set; remaining >= 8 sets all.
+__m256i tail_mask(int64_t remaining) {
+  const int r = remaining >= 8 ? 8 : static_cast<int>(remaining);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+float reduce_add(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+float reduce_max(__m256 v) {
+  const __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
+}
+
+// 2^n for integral n in [-150, 128] (as floats): two factors 2^(n/2) and 2^(n - n/2), each a
+// normal number built in the exponent field, so results below FLT_MIN come out as denormals or 0
+// and 2^128 as inf, as AVX-512's scalef gives them.
+__m256 pow2(__m256 n) {
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i half = _mm256_srai_epi32(ni, 1);
+  const __m256i rest = _mm256_sub_epi32(ni, half);
+  const __m256i bias = _mm256_set1_epi32(127);
+  const __m256 a = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, bias), 23));
+  const __m256 b = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(rest, bias), 23));
+  return _mm256_mul_ps(a, b);
+}
+
+// expf via Cephes' degree-5 polynomial on [-ln2/2, ln2/2], as in the AVX-512 body. About 1 ulp.
+__m256 exp_ps(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(88.8f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 r2 = _mm256_mul_ps(r, r);
+  const __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f));
+  return _mm256_mul_ps(y, pow2(n));
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  for (; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    acc0 = _mm256_fmadd_ps(_mm256_maskload_ps(a + i, m), _mm256_maskload_ps(b + i, m), acc0);
+  }
+  return reduce_add(_mm256_add_ps(acc0, acc1));
+}
+
+void axpy(float a, const float* x, float* y, int64_t n) {
+  const __m256 va = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  if (i < n) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 r =
+        _mm256_fmadd_ps(va, _mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m));
+    _mm256_maskstore_ps(y + i, m, r);
+  }
+}
+
+float sum_squares(const float* x, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+    acc0 = _mm256_fmadd_ps(a, a, acc0);
+    acc1 = _mm256_fmadd_ps(b, b, acc1);
+  }
+  for (; i < n; i += 8) {
+    const __m256 a = _mm256_maskload_ps(x + i, tail_mask(n - i));
+    acc0 = _mm256_fmadd_ps(a, a, acc0);
+  }
+  return reduce_add(_mm256_add_ps(acc0, acc1));
+}
+
+void scale_mul(const float* x, const float* w, float scale, float* out, int64_t n) {
+  const __m256 s = _mm256_set1_ps(scale);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 v =
+        _mm256_mul_ps(_mm256_maskload_ps(w + i, m), _mm256_mul_ps(_mm256_maskload_ps(x + i, m), s));
+    _mm256_maskstore_ps(out + i, m, v);
+  }
+}
+
+float add_sum_squares(float* residual, const float* x, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 r =
+        _mm256_add_ps(_mm256_maskload_ps(residual + i, m), _mm256_maskload_ps(x + i, m));
+    _mm256_maskstore_ps(residual + i, m, r);
+    acc = _mm256_fmadd_ps(r, r, acc);  // masked-off lanes are 0 + 0
+  }
+  return reduce_add(acc);
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 g = _mm256_maskload_ps(gate + i, m);
+    const __m256 e = exp_ps(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    const __m256 s = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_maskstore_ps(out + i, m, _mm256_mul_ps(s, _mm256_maskload_ps(up + i, m)));
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
+  __m256 vmax = neg_inf;
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 v =
+        _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m));
+    vmax = _mm256_max_ps(vmax, v);
+  }
+  const __m256 mx = _mm256_set1_ps(reduce_max(vmax));
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mx)),
+                                   _mm256_castsi256_ps(m));
+    _mm256_maskstore_ps(x + i, m, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / reduce_add(sum));
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), inv));
+  }
+}
+
+}  // namespace
+
+const VectorKernels kVectorKernels = {dot,      axpy,   sum_squares, scale_mul, add_sum_squares,
+                                      silu_mul, softmax};
+
+}  // namespace handoff::ops::avx2
