@@ -23,7 +23,7 @@ constexpr int32_t kPoison = 13;  // a chunk holding this token gets a NaN in its
 constexpr int32_t kNext = 7;     // every other row's argmax
 
 // Logits by script: token kNext wins, except in rows of chunks that contain kPoison.
-class ScriptedExecutor : public Executor {
+class ScriptedExecutor : public runtime::Executor {
  public:
   explicit ScriptedExecutor(std::chrono::milliseconds step_time = 0ms)
       : config_(model::load_config(kConfig)), step_time_(step_time) {}

@@ -11,6 +11,7 @@
 #include "handoff/engine/scheduler.h"
 #include "handoff/model/model.h"
 #include "handoff/ops/linear.h"
+#include "handoff/runtime/local_executor.h"
 
 namespace handoff::engine {
 namespace {
@@ -82,7 +83,8 @@ std::unique_ptr<Engine> make_engine(int64_t num_blocks, int64_t budget = 512) {
   o.num_blocks = num_blocks;
   o.max_model_len = std::min<int64_t>(64, num_blocks * o.block_size);
   o.scheduler.max_num_batched_tokens = budget;
-  auto exec = std::make_unique<LocalExecutor>(std::move(model), o.num_blocks, o.block_size, budget);
+  auto exec = std::make_unique<runtime::SingleRankExecutor>(std::make_unique<runtime::Worker>(
+      std::move(model), runtime::CacheOptions{o.num_blocks, o.block_size, budget}));
   return std::make_unique<Engine>(o, std::move(exec), nullptr);
 }
 

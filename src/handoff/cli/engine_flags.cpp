@@ -6,10 +6,10 @@
 #include <filesystem>
 
 #include "handoff/cli/flag_checks.h"
-#include "handoff/engine/local_ranks_executor.h"
 #include "handoff/error.h"
 #include "handoff/log.h"
 #include "handoff/model/model.h"
+#include "handoff/runtime/local_executor.h"
 #include "handoff/tensor/thread_pool.h"
 
 namespace handoff::cli {
@@ -90,16 +90,15 @@ LoadedEngine load_engine(const EngineFlags& f) {
     fail_input("--max-model-len {} exceeds the cache of --kv-cache-tokens {} (a request must fit)",
                eo.max_model_len, eo.num_blocks * eo.block_size);
 
-  std::unique_ptr<engine::Executor> executor;
+  const runtime::CacheOptions cache{eo.num_blocks, eo.block_size, f.max_num_batched_tokens};
+  std::unique_ptr<runtime::Executor> executor;
   if (multi_rank) {
     // One thread per rank loads its part inside the executor.
-    executor = std::make_unique<engine::LocalRanksExecutor>(
-        f.model_dir, load, comm_timeout(f.parallel), eo.num_blocks, eo.block_size,
-        f.max_num_batched_tokens);
+    executor = std::make_unique<runtime::LocalExecutor>(f.model_dir, load, comm_timeout(f.parallel),
+                                                        cache);
   } else {
-    executor = std::make_unique<engine::LocalExecutor>(model::Model::load(f.model_dir, load),
-                                                       eo.num_blocks, eo.block_size,
-                                                       f.max_num_batched_tokens);
+    executor = std::make_unique<runtime::SingleRankExecutor>(
+        std::make_unique<runtime::Worker>(f.model_dir, load, nullptr, cache));
   }
   out.engine = std::make_unique<engine::Engine>(eo, std::move(executor), out.tokenizer.get());
   return out;

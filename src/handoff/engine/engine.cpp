@@ -24,7 +24,7 @@ size_t utf8_cut(const std::string& s, size_t n) {
 
 }  // namespace
 
-Engine::Engine(const EngineOptions& options, std::unique_ptr<Executor> executor,
+Engine::Engine(const EngineOptions& options, std::unique_ptr<runtime::Executor> executor,
                const text::Tokenizer* tokenizer)
     : options_(options),
       executor_(std::move(executor)),

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "handoff/cache/block_manager.h"
-#include "handoff/engine/executor.h"
 #include "handoff/engine/request.h"
 #include "handoff/engine/scheduler.h"
 #include "handoff/engine/stats.h"
 #include "handoff/error.h"
+#include "handoff/runtime/executor.h"
 #include "handoff/text/tokenizer.h"
 
 namespace handoff::engine {
@@ -44,7 +44,7 @@ struct EngineOptions {
 class Engine {
  public:
   // `tokenizer` (may be null: no text, no stop strings) must outlive the engine.
-  Engine(const EngineOptions& options, std::unique_ptr<Executor> executor,
+  Engine(const EngineOptions& options, std::unique_ptr<runtime::Executor> executor,
          const text::Tokenizer* tokenizer);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -84,7 +84,7 @@ class Engine {
   void refresh_gauges();
 
   EngineOptions options_;
-  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<runtime::Executor> executor_;
   const text::Tokenizer* tokenizer_;
   std::optional<int32_t> eos_;
   cache::BlockManager blocks_;

@@ -1,0 +1,27 @@
+#pragma once
+// What the engine drives: one step over the model, wherever its ranks live. The engine hands it
+// the step's chunks (tokens, positions, block tables) and gets back the logits of each chunk's
+// last token (every token of an all_logits chunk), so it does not care whether the model is one
+// rank in this thread, ranks as threads (LocalExecutor) or processes of an mpirun job
+// (MpiExecutor).
+#include <vector>
+
+#include "handoff/comm/communicator.h"
+#include "handoff/model/batch.h"
+#include "handoff/model/config.h"
+#include "handoff/tensor/tensor.h"
+
+namespace handoff::runtime {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual const model::ModelConfig& config() const = 0;
+  // f32 logits [rows, vocab]. Throws when a rank failed; the executor is then unusable.
+  virtual tensor::Tensor step(const std::vector<model::SequenceChunk>& chunks) = 0;
+  // What the ranks' collectives counted so far (summed over the ranks this process can see);
+  // safe from any thread.
+  virtual comm::CommCounts comm_counts() const { return {}; }
+};
+
+}  // namespace handoff::runtime

@@ -1,0 +1,49 @@
+#pragma once
+// One rank's side of execution: its part of the model (its stage's layers, its heads, experts
+// and vocab rows), its cache and its communicator. Every rank of a layout runs the same step
+// through its Worker; the rank that ends the last stage (its tp rank 0) holds the logits.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "handoff/cache/paged_cache.h"
+#include "handoff/comm/communicator.h"
+#include "handoff/model/batch.h"
+#include "handoff/model/model.h"
+#include "handoff/tensor/tensor.h"
+
+namespace handoff::runtime {
+
+struct CacheOptions {
+  int64_t num_blocks = 0;
+  int64_t block_size = 16;
+  int64_t max_step_tokens = 512;  // sizes the profiling pass
+};
+
+class Worker {
+ public:
+  // Loads this rank's part (load.comm is set to `comm`, null for one rank), allocates its cache
+  // and runs the profiling pass, which every rank of the layout runs together.
+  Worker(const std::string& model_dir, model::LoadOptions load, comm::Communicator* comm,
+         const CacheOptions& cache);
+  // One rank whose model is already loaded.
+  Worker(std::unique_ptr<model::Model> model, const CacheOptions& cache);
+
+  const model::ModelConfig& config() const { return model_->config(); }
+  comm::Communicator* comm() const { return model_->comm(); }
+  // World rank that returns the logits: the last stage's tp rank 0.
+  int logits_rank() const;
+  bool holds_logits() const;
+
+  // Runs this rank's part of one step. With pp > 1 the chunks run as up to pp micro-batches in
+  // flight: a stage hands a micro-batch off without waiting and starts the next. Returns the
+  // logits on holds_logits(), an undefined tensor elsewhere.
+  tensor::Tensor run(const std::vector<model::SequenceChunk>& chunks);
+
+ private:
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<cache::PagedCache> cache_;
+};
+
+}  // namespace handoff::runtime
