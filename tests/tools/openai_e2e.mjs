@@ -2,8 +2,11 @@
 //   node openai_e2e.mjs URL   (URL like http://127.0.0.1:8000)
 // completion, chat, streaming chat with usage, 32 concurrent greedy streams equal to their
 // single-request outputs, and bad parameters answered with OpenAI error objects.
+// HANDOFF_E2E_RECORD=FILE writes the greedy texts to FILE; HANDOFF_E2E_EXPECT=FILE requires
+// them to equal FILE's (one layout's server against another's, e.g. MPI ranks vs threads).
 import OpenAI from "openai";
 import assert from "node:assert/strict";
+import fs from "node:fs";
 
 const url = process.argv[2];
 if (!url) throw new Error("usage: node openai_e2e.mjs URL");
@@ -72,6 +75,13 @@ for (let i = single.length; i < prompts.length; ++i) {
   assert.equal(concurrent[i].text, alone.text, `request ${i}: batched == alone`);
 }
 console.log("32 concurrent streams == single requests: ok");
+
+const texts = { completion: completion.choices[0].text, chat: chat.choices[0].message.content, streams: concurrent.map((c) => c.text) };
+if (process.env.HANDOFF_E2E_RECORD) fs.writeFileSync(process.env.HANDOFF_E2E_RECORD, JSON.stringify(texts, null, 1));
+if (process.env.HANDOFF_E2E_EXPECT) {
+  assert.deepEqual(texts, JSON.parse(fs.readFileSync(process.env.HANDOFF_E2E_EXPECT, "utf8")), "greedy texts equal the recorded server's");
+  console.log(`greedy texts == ${process.env.HANDOFF_E2E_EXPECT}: ok`);
+}
 
 async function expectError(status, body, param) {
   try {

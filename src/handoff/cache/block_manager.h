@@ -3,12 +3,16 @@
 // positions to cache rows ("slots"); the forward writes and reads the cache through them.
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace handoff::cache {
 
 class BlockTable {
  public:
+  BlockTable() = default;
+  // A table that mirrors one kept elsewhere (a worker rank rebuilding rank 0's step).
+  explicit BlockTable(std::vector<int32_t> blocks) : blocks_(std::move(blocks)) {}
   const std::vector<int32_t>& blocks() const { return blocks_; }
   int64_t capacity(int64_t block_size) const {
     return static_cast<int64_t>(blocks_.size()) * block_size;

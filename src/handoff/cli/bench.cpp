@@ -174,6 +174,7 @@ void run_bench_offline(const OfflineBenchFlags& f) {
   check(f.bench);
   const auto& b = f.bench;
   LoadedEngine loaded = load_engine(f.engine);
+  if (!loaded.engine) return;  // an MPI worker rank: rank 0 reports
   engine::Engine& eng = *loaded.engine;
   eng.start();
   const auto [timings, wall] = run_closed_loop(b, [&](int64_t i) {

@@ -10,6 +10,8 @@
 #include "handoff/log.h"
 #include "handoff/model/model.h"
 #include "handoff/runtime/local_executor.h"
+#include "handoff/runtime/mpi_executor.h"
+#include "handoff/runtime/rank_launcher.h"
 #include "handoff/tensor/thread_pool.h"
 
 namespace handoff::cli {
@@ -49,16 +51,60 @@ void check_engine_flags(const EngineFlags& f) {
   // At least one block; block ids are int32.
   require_range("--kv-cache-tokens", f.kv_cache_tokens, f.block_size, INT32_MAX);
   require_range("--max-waiting", f.max_waiting, 1, int64_t{1} << 20);
-  const parallel::ParallelOptions popts = parallel_options(f.parallel);
-  if (popts.tp * popts.pp > 1 && backend(f.parallel) == runtime::Backend::kMpi)
-    fail_input("serving runs its ranks with --comm local; --comm mpi is for `handoff generate`");
+}
+
+bool is_mpi_worker_rank(const EngineFlags& f) {
+  return backend(f.parallel) == runtime::Backend::kMpi && comm::mpi_world_rank() != 0;
+}
+
+namespace {
+
+engine::EngineOptions engine_options(const EngineFlags& f, const model::ModelConfig& config) {
+  engine::EngineOptions eo;
+  eo.scheduler.max_num_seqs = f.max_num_seqs;
+  eo.scheduler.max_num_batched_tokens = f.max_num_batched_tokens;
+  eo.block_size = f.block_size;
+  eo.num_blocks = (f.kv_cache_tokens + f.block_size - 1) / f.block_size;
+  eo.max_model_len = std::min<int64_t>(f.max_model_len, config.max_position_embeddings);
+  eo.max_waiting = f.max_waiting;
+  if (eo.max_model_len > eo.num_blocks * eo.block_size)
+    fail_input("--max-model-len {} exceeds the cache of --kv-cache-tokens {} (a request must fit)",
+               eo.max_model_len, eo.num_blocks * eo.block_size);
+  return eo;
+}
+
+// An MPI worker rank: loads its part, then runs steps until rank 0 says stop.
+void run_worker_rank(const EngineFlags& f, model::LoadOptions load,
+                     const runtime::CacheOptions& cache) {
+  const parallel::ParallelOptions& o = load.parallel;
+  auto comm = comm::make_mpi_communicator(o.tp, o.pp, comm_timeout(f.parallel));
+  try {
+    runtime::Worker worker(f.model_dir, load, comm.get(), cache);
+    runtime::run_mpi_worker(*comm, worker);
+  } catch (const std::exception& e) {
+    comm->abort(e.what());  // ends the job, naming this rank
+    throw;
+  }
+  comm.reset();  // frees its MPI handles before MPI_Finalize
+  comm::finalize_mpi();
+}
+
+}  // namespace
+
+LoadedEngine::~LoadedEngine() {
+  engine.reset();  // an MpiExecutor tells the worker ranks to stop
+  if (mpi_rank_zero) comm::finalize_mpi();
 }
 
 LoadedEngine load_engine(const EngineFlags& f) {
   check_engine_flags(f);
   const parallel::ParallelOptions popts = parallel_options(f.parallel);
   const bool multi_rank = popts.tp * popts.pp > 1;
-  if (f.threads) tensor::set_num_threads(*f.threads);
+  const bool mpi = backend(f.parallel) == runtime::Backend::kMpi;
+  if (f.threads)
+    tensor::set_num_threads(*f.threads);  // per rank
+  else if (mpi)
+    runtime::share_cores_with_local_mpi_ranks();
   model::LoadOptions load;
   load.dtype = tensor::parse_dtype(f.dtype);
   load.parallel = popts;
@@ -71,7 +117,13 @@ LoadedEngine load_engine(const EngineFlags& f) {
   // Everything that can be checked without the weights comes first: the config, the
   // tokenizer, and the engine options they imply.
   const model::ModelConfig config = model::load_config(f.model_dir + "/config.json");
+  const engine::EngineOptions eo = engine_options(f, config);
+  const runtime::CacheOptions cache{eo.num_blocks, eo.block_size, f.max_num_batched_tokens};
   LoadedEngine out;
+  if (mpi && comm::mpi_world_rank() != 0) {
+    run_worker_rank(f, load, cache);
+    return out;
+  }
   if (std::filesystem::exists(f.model_dir + "/tokenizer.json"))
     out.tokenizer = text::Tokenizer::load(f.model_dir);
   else
@@ -79,20 +131,20 @@ LoadedEngine load_engine(const EngineFlags& f) {
   if (out.tokenizer && out.tokenizer->vocab_size() > config.vocab_size)
     fail_input("the tokenizer has {} ids but the model's vocab_size is {}",
                out.tokenizer->vocab_size(), config.vocab_size);
-  engine::EngineOptions eo;
-  eo.scheduler.max_num_seqs = f.max_num_seqs;
-  eo.scheduler.max_num_batched_tokens = f.max_num_batched_tokens;
-  eo.block_size = f.block_size;
-  eo.num_blocks = (f.kv_cache_tokens + f.block_size - 1) / f.block_size;
-  eo.max_model_len = std::min<int64_t>(f.max_model_len, config.max_position_embeddings);
-  eo.max_waiting = f.max_waiting;
-  if (eo.max_model_len > eo.num_blocks * eo.block_size)
-    fail_input("--max-model-len {} exceeds the cache of --kv-cache-tokens {} (a request must fit)",
-               eo.max_model_len, eo.num_blocks * eo.block_size);
 
-  const runtime::CacheOptions cache{eo.num_blocks, eo.block_size, f.max_num_batched_tokens};
   std::unique_ptr<runtime::Executor> executor;
-  if (multi_rank) {
+  if (mpi) {
+    auto comm = comm::make_mpi_communicator(popts.tp, popts.pp, comm_timeout(f.parallel));
+    out.mpi_rank_zero = true;
+    std::unique_ptr<runtime::Worker> worker;
+    try {
+      worker = std::make_unique<runtime::Worker>(f.model_dir, load, comm.get(), cache);
+    } catch (const std::exception& e) {
+      comm->abort(e.what());  // the worker ranks are loading too: end the job, naming rank 0
+      throw;
+    }
+    executor = std::make_unique<runtime::MpiExecutor>(std::move(comm), std::move(worker));
+  } else if (multi_rank) {
     // One thread per rank loads its part inside the executor.
     executor = std::make_unique<runtime::LocalExecutor>(f.model_dir, load, comm_timeout(f.parallel),
                                                         cache);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "handoff/cli/parallel_flags.h"
 #include "handoff/engine/engine.h"
@@ -35,11 +36,22 @@ void check_engine_flags(const EngineFlags& flags);
 
 // Checks the flags, then the config and tokenizer against them, then loads the model and
 // builds the engine (not started): a bad flag fails in milliseconds, never after the weights.
-// Multi-rank layouts with --comm mpi are refused (InputError).
+// With --comm mpi the engine lives on world rank 0 (an MpiExecutor); on every other rank
+// load_engine runs the worker loop until rank 0 stops it, then returns without an engine.
 struct LoadedEngine {
   std::unique_ptr<text::Tokenizer> tokenizer;  // null without tokenizer.json
-  std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<engine::Engine> engine;      // null on an MPI worker rank
+  bool mpi_rank_zero = false;
+  LoadedEngine() = default;
+  LoadedEngine(LoadedEngine&& other) noexcept
+      : tokenizer(std::move(other.tokenizer)),
+        engine(std::move(other.engine)),
+        mpi_rank_zero(std::exchange(other.mpi_rank_zero, false)) {}
+  // Destroys the engine first; on MPI rank 0 that stops the worker ranks, then MPI finalizes.
+  ~LoadedEngine();
 };
 LoadedEngine load_engine(const EngineFlags& flags);
+// Whether this process is an MPI rank other than 0 (it serves no HTTP and runs no engine).
+bool is_mpi_worker_rank(const EngineFlags& flags);
 
 }  // namespace handoff::cli

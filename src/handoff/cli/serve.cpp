@@ -85,6 +85,12 @@ void run_serve(const ServeFlags& f) {
   std::signal(SIGPIPE, SIG_IGN);  // a client that left must not kill the server
 
   const serve::ServerOptions so = server_options(f);
+  if (is_mpi_worker_rank(f.engine)) {
+    // Another rank of an mpirun job: no socket; its part of every step until rank 0 stops.
+    // SIGTERM stays blocked here: mpirun forwards it to every rank, and rank 0 drains first.
+    load_engine(f.engine);
+    return;
+  }
   // Claim the port before the (long) load, so a busy one fails at once.
   serve::FileDescriptor socket = serve::bind_tcp(so.host, so.port);
   LoadedEngine loaded = load_engine(f.engine);

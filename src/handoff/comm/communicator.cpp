@@ -129,6 +129,15 @@ void Communicator::broadcast(Group g, void* data, size_t bytes, int root) {
   do_broadcast(g, data, bytes, root);
 }
 
+void Communicator::await_broadcast(void* data, size_t bytes, int root) {
+  if (root < 0 || root >= topology_.world_size()) {
+    fail_input("rank {}: broadcast from invalid root {} (world size {})", topology_.rank, root,
+               topology_.world_size());
+  }
+  this->count(Op::kBroadcast, Group::kWorld, static_cast<int64_t>(bytes));
+  do_await_broadcast(data, bytes, root);
+}
+
 void Communicator::barrier(Group g) {
   this->count(Op::kBarrier, g, 0);
   do_barrier(g);

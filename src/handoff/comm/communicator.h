@@ -89,6 +89,10 @@ class Communicator {
   void recv(float* data, int64_t count, int src_rank);
   // Copies `bytes` from member `root` of the group to every member.
   void broadcast(Group g, void* data, size_t bytes, int root);
+  // A world broadcast whose receivers wait without deadline: an idle worker rank waiting for
+  // its next step, which may be hours away. A failed world still ends the wait (CommError).
+  // Counted as a broadcast.
+  void await_broadcast(void* data, size_t bytes, int root);
   void barrier(Group g);
 
   // Called when this rank fails: every member's pending and future waits throw CommError naming
@@ -112,6 +116,7 @@ class Communicator {
   virtual void do_send(const float* data, int64_t count, int dst_rank) = 0;
   virtual void do_recv(float* data, int64_t count, int src_rank) = 0;
   virtual void do_broadcast(Group g, void* data, size_t bytes, int root) = 0;
+  virtual void do_await_broadcast(void* data, size_t bytes, int root) = 0;
   virtual void do_barrier(Group g) = 0;
 
  private:

@@ -81,6 +81,16 @@ class LocalCommunicator : public Communicator {
     world_->depart(topology(), g, Op::kBroadcast, timeout());
   }
 
+  void do_await_broadcast(void* data, size_t bytes, int root) override {
+    // A wait without deadline: the world's failure still wakes it.
+    constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 365 * 100);
+    auto slots =
+        world_->arrive(topology(), Group::kWorld,
+                       {Op::kBroadcast, static_cast<int64_t>(bytes), root, data}, kForever);
+    if (topology().rank != root) std::memcpy(data, slots[root].send, bytes);
+    world_->depart(topology(), Group::kWorld, Op::kBroadcast, timeout());
+  }
+
   void do_barrier(Group g) override {
     // The second phase is still needed: a member released early could post its next call
     // before a slower one has checked this generation's slots.

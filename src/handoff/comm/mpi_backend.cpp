@@ -173,6 +173,21 @@ class MpiCommunicator : public Communicator {
     wait(request, Op::kBroadcast, g);
   }
 
+  void do_await_broadcast(void* data, size_t bytes, int root) override {
+    MPI_Request request;
+    MPI_Ibcast(data, to_int(static_cast<int64_t>(bytes), "broadcast"), MPI_BYTE, root, world_,
+               &request);
+    // No deadline: the wait is for work, not for a peer inside a step. Sleeping between tests
+    // keeps an idle worker off the cores; a millisecond is noise next to a step.
+    for (;;) {
+      int done = 0;
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (done) return;
+      reap_sends();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
   void do_barrier(Group g) override {
     MPI_Request request;
     MPI_Ibarrier(comm(g), &request);

@@ -48,15 +48,18 @@ void run_local(int tp, int pp, std::chrono::milliseconds timeout,
 
 }  // namespace
 
+void share_cores_with_local_mpi_ranks() {
+  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local != nullptr)
+    tensor::set_num_threads(std::max(1, tensor::num_threads() / std::max(1, std::atoi(local))));
+}
+
 void run_ranks(Backend backend, int tp, int pp, std::chrono::milliseconds timeout,
                const std::function<void(comm::Communicator&)>& body) {
   if (backend == Backend::kLocal) {
     run_local(tp, pp, timeout, body);
     return;
   }
-  // Processes on one host share its cores like local ranks do.
-  if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local != nullptr)
-    tensor::set_num_threads(std::max(1, tensor::num_threads() / std::max(1, std::atoi(local))));
+  share_cores_with_local_mpi_ranks();
   {
     auto comm = comm::make_mpi_communicator(tp, pp, timeout);
     try {

@@ -1,0 +1,113 @@
+#include "handoff/runtime/mpi_executor.h"
+
+#include <cstdint>
+
+#include "handoff/error.h"
+#include "handoff/runtime/step_message.h"
+
+namespace handoff::runtime {
+namespace {
+
+// Header of each step: the length of the step message in words, or kStop.
+constexpr int64_t kStop = -1;
+
+// Rows of logits a step returns: every token of an all_logits chunk, else one per chunk.
+int64_t logit_rows(const std::vector<model::SequenceChunk>& chunks) {
+  int64_t rows = 0;
+  for (const auto& c : chunks) rows += c.all_logits ? static_cast<int64_t>(c.tokens.size()) : 1;
+  return rows;
+}
+
+// The runtime's own messages are counted under their own scope, apart from the model's.
+class RuntimeScope {
+ public:
+  explicit RuntimeScope(comm::Communicator& comm) : comm_(comm), saved_(comm.scope()) {
+    comm_.set_scope("runtime");
+  }
+  ~RuntimeScope() { comm_.set_scope(saved_); }
+  RuntimeScope(const RuntimeScope&) = delete;
+  RuntimeScope& operator=(const RuntimeScope&) = delete;
+
+ private:
+  comm::Communicator& comm_;
+  std::string saved_;
+};
+
+}  // namespace
+
+MpiExecutor::MpiExecutor(std::unique_ptr<comm::Communicator> comm, std::unique_ptr<Worker> worker)
+    : comm_(std::move(comm)), worker_(std::move(worker)) {
+  if (comm_->topology().rank != 0)
+    fail("MpiExecutor runs on world rank 0, not rank {}", comm_->topology().rank);
+}
+
+MpiExecutor::~MpiExecutor() {
+  try {
+    stop_workers();
+  } catch (const std::exception&) {
+    // The job is failing anyway; mpirun ends the ranks that did not hear the stop.
+  }
+}
+
+void MpiExecutor::stop_workers() {
+  if (stopped_ || failed_) return;
+  stopped_ = true;
+  RuntimeScope scope(*comm_);
+  int64_t header = kStop;
+  comm_->broadcast(comm::Group::kWorld, &header, sizeof header, 0);
+}
+
+tensor::Tensor MpiExecutor::step(const std::vector<model::SequenceChunk>& chunks) {
+  if (stopped_ || failed_)
+    fail("the MPI ranks are {}", failed_ ? "gone after a failure" : "stopped");
+  try {
+    {
+      RuntimeScope scope(*comm_);
+      std::vector<int64_t> message = encode_step(chunks);
+      int64_t header = static_cast<int64_t>(message.size());
+      comm_->broadcast(comm::Group::kWorld, &header, sizeof header, 0);
+      comm_->broadcast(comm::Group::kWorld, message.data(), message.size() * sizeof(int64_t), 0);
+    }
+    tensor::Tensor logits = worker_->run(chunks);
+    if (!worker_->holds_logits()) {
+      RuntimeScope scope(*comm_);
+      logits =
+          tensor::Tensor::empty({logit_rows(chunks), config().vocab_size}, tensor::DType::kF32);
+      comm_->recv(logits.data<float>(), logits.numel(), worker_->logits_rank());
+    }
+    std::lock_guard lock(counts_mutex_);
+    counts_ = comm_->counts();
+    return logits;
+  } catch (...) {
+    failed_ = true;
+    throw;
+  }
+}
+
+comm::CommCounts MpiExecutor::comm_counts() const {
+  std::lock_guard lock(counts_mutex_);
+  return counts_;
+}
+
+void run_mpi_worker(comm::Communicator& comm, Worker& worker) {
+  for (;;) {
+    int64_t header = 0;
+    std::vector<int64_t> message;
+    {
+      RuntimeScope scope(comm);
+      comm.await_broadcast(&header, sizeof header, 0);
+      if (header == kStop) return;
+      if (header < 1) fail("rank {}: bad step header {} from rank 0", comm.topology().rank, header);
+      message.resize(static_cast<size_t>(header));
+      comm.broadcast(comm::Group::kWorld, message.data(), message.size() * sizeof(int64_t), 0);
+    }
+    const DecodedStep step(std::move(message));
+    const tensor::Tensor logits = worker.run(step.chunks());
+    if (worker.holds_logits()) {
+      RuntimeScope scope(comm);
+      comm.send(logits.data<float>(), logits.numel(), 0);
+    }
+  }
+}
+
+}  // namespace handoff::runtime

@@ -1,0 +1,45 @@
+#pragma once
+// The executor of an mpirun job. World rank 0 runs the engine (and the HTTP front) with an
+// MpiExecutor: each step it broadcasts the step's description to every other rank, runs its own
+// rank's part through its Worker, and receives the logits from the rank that ends the last stage.
+// Every other rank runs run_mpi_worker(): wait for a step, run it, send the logits if it holds
+// them, until rank 0 says stop.
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "handoff/comm/communicator.h"
+#include "handoff/runtime/executor.h"
+#include "handoff/runtime/worker.h"
+
+namespace handoff::runtime {
+
+class MpiExecutor : public Executor {
+ public:
+  // `worker` is rank 0's, loaded over `comm` (every rank loads and profiles together).
+  MpiExecutor(std::unique_ptr<comm::Communicator> comm, std::unique_ptr<Worker> worker);
+  // Stops the worker ranks (stop_workers()).
+  ~MpiExecutor() override;
+
+  const model::ModelConfig& config() const override { return worker_->config(); }
+  tensor::Tensor step(const std::vector<model::SequenceChunk>& chunks) override;
+  // Rank 0's own counts (its part of every collective, and the step broadcasts).
+  comm::CommCounts comm_counts() const override;
+
+  // Tells every worker rank to leave its loop (they then exit 0). Idempotent; not after a
+  // failed step, whose ranks are already on their way out.
+  void stop_workers();
+
+ private:
+  std::unique_ptr<comm::Communicator> comm_;
+  std::unique_ptr<Worker> worker_;
+  bool stopped_ = false;
+  bool failed_ = false;
+  mutable std::mutex counts_mutex_;
+  comm::CommCounts counts_;  // copied after each step, read by /metrics from other threads
+};
+
+// The loop of every rank but 0. Returns when rank 0 says stop; throws what a step threw.
+void run_mpi_worker(comm::Communicator& comm, Worker& worker);
+
+}  // namespace handoff::runtime
