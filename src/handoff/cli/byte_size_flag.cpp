@@ -37,7 +37,7 @@ int64_t byte_size_flag(std::string_view flag, std::string_view text, bool allow_
   auto bad = [&](std::string_view why) -> int64_t {
     fail_input(
         "{} '{}': {} (a byte count: 123, 80G / 80GB = 80·10^9, 141GiB = 141·2^30; K M G T are "
-        "powers of 1000, Ki Mi Gi Ti powers of 1024)",
+        "powers of 1000, KiB MiB GiB TiB powers of 1024)",
         flag, text, why);
   };
   size_t i = 0;

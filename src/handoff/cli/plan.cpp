@@ -3,6 +3,7 @@
 // and what every rank holds in memory: weights, cache bytes per token, tokens that fit.
 #include <fmt/format.h>
 
+#include <array>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -55,8 +56,16 @@ parallel::MemoryOptions memory_options(const PlanArgs& args) {
   return o;
 }
 
+// Binary units, the largest that keeps the value >= 1 (the exact bytes are in --json).
 std::string gib(int64_t bytes) {
-  return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  static constexpr std::array<const char*, 5> kUnits = {"B", "KiB", "MiB", "GiB", "TiB"};
+  auto value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024.0 && unit + 1 < kUnits.size()) {
+    value /= 1024.0;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.2f} {}", value, kUnits[unit]);
 }
 
 std::string rank_range(int first, int last) {
@@ -114,12 +123,15 @@ void print_memory(const nlohmann::json& m) {
     return;
   }
   const int64_t budget = m["mem_per_rank"].get<int64_t>();
+  const int64_t reserve = m["reserve_per_rank"].get<int64_t>();
   fmt::print(
-      "  budget: {} B ({}) per rank, reserve {} B for activations and scratch: at most {} cache "
-      "tokens for the whole job (rank {}); --kv-cache-tokens at most that, in whole --block-size "
-      "blocks\n",
-      budget, gib(budget), m["reserve_per_rank"].get<int64_t>(), m["max_tokens"].get<int64_t>(),
-      m["limiting_rank"].get<int>());
+      "  budget per rank: {} B ({}), of which {} B ({}) reserved for activations and "
+      "scratch\n",
+      budget, gib(budget), reserve, gib(reserve));
+  fmt::print(
+      "  cache tokens for the whole job: {} (the fewest of any rank: rank {}); --kv-cache-tokens "
+      "at most that, in whole --block-size blocks\n",
+      m["max_tokens"].get<int64_t>(), m["limiting_rank"].get<int>());
 }
 
 std::string collectives_text(const nlohmann::json& list) {
