@@ -57,7 +57,7 @@ parallel::MemoryOptions memory_options(const PlanArgs& args) {
 }
 
 // Binary units, the largest that keeps the value >= 1 (the exact bytes are in --json).
-std::string gib(int64_t bytes) {
+std::string size_text(int64_t bytes) {
   static constexpr std::array<const char*, 5> kUnits = {"B", "KiB", "MiB", "GiB", "TiB"};
   auto value = static_cast<double>(bytes);
   size_t unit = 0;
@@ -83,6 +83,7 @@ void print_memory(const nlohmann::json& m) {
                         m["fp8_weight_block"][1].get<int64_t>())
           : "",
       m["kv_cache_dtype"].get<std::string>(), m["indexer_cache_dtype"].get<std::string>());
+  if (m.contains("note")) fmt::print("  note: {}\n", m["note"].get<std::string>());
   fmt::print(
       "  cache per token per layer: latent {} B + indexer {} B = {} B (every tp rank of a stage "
       "holds its stage's layers in full)\n",
@@ -103,23 +104,23 @@ void print_memory(const nlohmann::json& m) {
     fmt::print(
         "  {:>5} {:>9} {:>6} {:>28} {:>14} {:>13} {:>12}\n", r["stage"].get<int>(),
         rank_range(r["rank"].get<int>(), ranks[j]["rank"].get<int>()), r["layers"].get<int64_t>(),
-        fmt::format("{} ({} B)", gib(w), w), gib(r["scale_bytes"].get<int64_t>()),
+        fmt::format("{} ({} B)", size_text(w), w), size_text(r["scale_bytes"].get<int64_t>()),
         r["cache_bytes_per_token"].get<int64_t>(),
         r["cache_tokens"].is_null() ? "-" : fmt::format("{}", r["cache_tokens"].get<int64_t>()));
     std::string parts;
     for (const auto& [name, p] : r["weights"].items())
-      parts +=
-          fmt::format("{}{} {}{}", parts.empty() ? "" : ", ", name, gib(p["bytes"].get<int64_t>()),
-                      p["replicated"].get<bool>() ? " (replicated)" : "");
+      parts += fmt::format("{}{} {}{}", parts.empty() ? "" : ", ", name,
+                           size_text(p["bytes"].get<int64_t>()),
+                           p["replicated"].get<bool>() ? " (replicated)" : "");
     fmt::print("        {}\n", parts);
     i = j + 1;
   }
   fmt::print("  weights over all ranks: {} ({} B)\n",
-             gib(m["weight_bytes_all_ranks"].get<int64_t>()),
+             size_text(m["weight_bytes_all_ranks"].get<int64_t>()),
              m["weight_bytes_all_ranks"].get<int64_t>());
   if (m["mem_per_rank"].is_null()) {
     fmt::print("  tokens that fit: give --mem-per-rank (needs at least {} per rank for weights)\n",
-               gib(m["min_mem_per_rank"].get<int64_t>()));
+               size_text(m["min_mem_per_rank"].get<int64_t>()));
     return;
   }
   const int64_t budget = m["mem_per_rank"].get<int64_t>();
@@ -127,7 +128,7 @@ void print_memory(const nlohmann::json& m) {
   fmt::print(
       "  budget per rank: {} B ({}), of which {} B ({}) reserved for activations and "
       "scratch\n",
-      budget, gib(budget), reserve, gib(reserve));
+      budget, size_text(budget), reserve, size_text(reserve));
   fmt::print(
       "  cache tokens for the whole job: {} (the fewest of any rank: rank {}); --kv-cache-tokens "
       "at most that, in whole --block-size blocks\n",

@@ -10,7 +10,12 @@ json memory_to_json(const MemoryPlan& mp) {
   out["weight_dtype"] = weight_dtype_name(o.weights);
   out["kv_cache_dtype"] = cache_dtype_name(o.kv_cache);
   out["indexer_cache_dtype"] = cache_dtype_name(o.indexer_cache);
-  if (o.weights == WeightDtype::kFp8) out["fp8_weight_block"] = {mp.block_rows, mp.block_cols};
+  if (o.weights == WeightDtype::kFp8) {
+    out["fp8_weight_block"] = {mp.block_rows, mp.block_cols};
+    out["note"] =
+        "fp8 is what an FP8-resident engine would hold; today's engine dequantises FP8 "
+        "checkpoints to its --dtype (bf16 or f32) at load, which --weight-dtype bf16|f32 plans";
+  }
   out["cache_bytes_per_token_per_layer"] = {
       {"latent", mp.cache.latent}, {"indexer", mp.cache.indexer}, {"total", mp.cache.per_layer()}};
   out["mem_per_rank"] = o.mem_per_rank ? json(*o.mem_per_rank) : json(nullptr);
