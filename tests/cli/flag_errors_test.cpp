@@ -94,6 +94,18 @@ TEST(FlagErrorsCli, PlanAndMakeModelFlags) {
                          {"--tokens 99999999999", "--tokens"},
                          {"--tokens 2 --logit-rows 5", "--logit-rows"},
                          {"--tp 0", "--tp"},
+                         {"--weight-dtype fp4", "--weight-dtype"},
+                         {"--weight-dtype BF16", "--weight-dtype"},
+                         {"--kv-cache-dtype int8", "--kv-cache-dtype"},
+                         {"--indexer-cache-dtype f16", "--indexer-cache-dtype"},
+                         {"--mem-per-rank 0", "--mem-per-rank"},
+                         {"--mem-per-rank 0GiB", "--mem-per-rank"},
+                         {"--mem-per-rank=-80G", "--mem-per-rank"},
+                         {"--mem-per-rank -80G", "--mem-per-rank"},
+                         {"--mem-per-rank 80X", "--mem-per-rank"},
+                         {"--mem-per-rank lots", "--mem-per-rank"},
+                         {"--mem-reserve 1G", "--mem-reserve"},  // needs --mem-per-rank
+                         {"--mem-per-rank 80G --mem-reserve=-1G", "--mem-reserve"},
                      });
   const std::string out = (fs::temp_directory_path() / "handoff_flag_errors_make_model").string();
   fs::remove_all(out);
