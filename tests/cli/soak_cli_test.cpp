@@ -165,7 +165,8 @@ class ServeProcess {
       std::ifstream in(log);
       const std::string text((std::istreambuf_iterator<char>(in)), {});
       const size_t at = text.find("listening on http://");
-      if (at != std::string::npos) url_ = text.substr(at + 13, text.find('\n', at) - at - 13);
+      if (at != std::string::npos)
+        url_ = text.substr(at + 13, text.find_first_of(" \n", at + 13) - at - 13);
       if (waitpid(pid_, &status_, WNOHANG) == pid_) {
         pid_ = -1;
         break;

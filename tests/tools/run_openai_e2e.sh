@@ -40,7 +40,14 @@ for _ in $(seq 1 300); do
 done
 [[ -n $url ]] || { echo "server did not start"; cat "$log"; exit 1; }
 node "$here/openai_e2e.mjs" "$url"
-kill -TERM $server
+# Under a launcher the drain signal goes to the serving rank (its pid is on the listening line):
+# Open MPI's mpirun answers SIGTERM by killing the job (SIGKILL after 1 s) and exits 1 whatever
+# the ranks do, while a drain started on rank 0 ends with every rank and mpirun exiting 0.
+if [[ ${#launch[@]} -gt 0 ]]; then
+  kill -TERM "$(grep -o 'listening on http://[0-9.:]* (pid [0-9]*' "$log" | head -1 | grep -o '[0-9]*$')"
+else
+  kill -TERM $server
+fi
 status=0
 wait $server || status=$?
 trap - EXIT

@@ -1,6 +1,7 @@
 // `handoff serve`: the OpenAI-compatible HTTP server over the engine. SIGTERM / SIGINT drain:
 // new requests get 503, in-flight ones finish (bounded by --drain-timeout), then exit 0.
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
@@ -132,7 +133,9 @@ void run_serve(const ServeFlags& f) {
     server.run(std::move(socket), [&](int port) {
       log::info("serving '{}' on http://{}:{} (max_model_len {})", ctx.served_model, so.host, port,
                 ctx.max_model_len);
-      std::fprintf(stderr, "listening on http://%s:%d\n", so.host.c_str(), port);
+      // The pid tells a launcher's user (mpirun) which process to SIGTERM for a drain.
+      std::fprintf(stderr, "listening on http://%s:%d (pid %d)\n", so.host.c_str(), port,
+                   static_cast<int>(getpid()));
     });
   } catch (...) {
     pthread_kill(waiter.native_handle(), SIGTERM);
