@@ -84,7 +84,7 @@ std::unique_ptr<Engine> make_engine(int64_t num_blocks, int64_t budget = 512) {
   o.max_model_len = std::min<int64_t>(64, num_blocks * o.block_size);
   o.scheduler.max_num_batched_tokens = budget;
   auto exec = std::make_unique<runtime::SingleRankExecutor>(std::make_unique<runtime::Worker>(
-      std::move(model), runtime::CacheOptions{o.num_blocks, o.block_size, budget}));
+      std::move(model), runtime::WorkerOptions{o.num_blocks, o.block_size, budget}));
   return std::make_unique<Engine>(o, std::move(exec), nullptr);
 }
 

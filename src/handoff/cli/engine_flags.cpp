@@ -39,6 +39,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
   cmd.add_flag("--no-check-weights", f.no_check_weights,
                "Skip the NaN/Inf scan of every weight at load (saves one pass over the weights)");
   add_parallel_flags(cmd, f.parallel, true);
+  cmd.add_option("--fail-rank", f.fail_rank, "Fault injection: this world rank throws ...");
+  cmd.add_option("--fail-at-step", f.fail_at_step, "... before running this step (0-based)");
 }
 
 void check_engine_flags(const EngineFlags& f) {
@@ -51,6 +53,13 @@ void check_engine_flags(const EngineFlags& f) {
   // At least one block; block ids are int32.
   require_range("--kv-cache-tokens", f.kv_cache_tokens, f.block_size, INT32_MAX);
   require_range("--max-waiting", f.max_waiting, 1, int64_t{1} << 20);
+  require_range("--fail-rank", f.fail_rank, -1, INT32_MAX);
+  require_range("--fail-at-step", f.fail_at_step, int64_t{-1}, INT64_MAX);
+  if ((f.fail_rank >= 0) != (f.fail_at_step >= 0))
+    fail_input("--fail-rank and --fail-at-step go together");
+  const parallel::ParallelOptions popts = parallel_options(f.parallel);
+  if (f.fail_rank >= popts.tp * popts.pp)
+    fail_input("--fail-rank {} is not a rank of a {}-rank run", f.fail_rank, popts.tp * popts.pp);
 }
 
 bool is_mpi_worker_rank(const EngineFlags& f) {
@@ -75,11 +84,11 @@ engine::EngineOptions engine_options(const EngineFlags& f, const model::ModelCon
 
 // An MPI worker rank: loads its part, then runs steps until rank 0 says stop.
 void run_worker_rank(const EngineFlags& f, model::LoadOptions load,
-                     const runtime::CacheOptions& cache) {
+                     const runtime::WorkerOptions& worker_options) {
   const parallel::ParallelOptions& o = load.parallel;
   auto comm = comm::make_mpi_communicator(o.tp, o.pp, comm_timeout(f.parallel));
   try {
-    runtime::Worker worker(f.model_dir, load, comm.get(), cache);
+    runtime::Worker worker(f.model_dir, load, comm.get(), worker_options);
     runtime::run_mpi_worker(*comm, worker);
   } catch (const std::exception& e) {
     comm->abort(e.what());  // ends the job, naming this rank
@@ -118,10 +127,12 @@ LoadedEngine load_engine(const EngineFlags& f) {
   // tokenizer, and the engine options they imply.
   const model::ModelConfig config = model::load_config(f.model_dir + "/config.json");
   const engine::EngineOptions eo = engine_options(f, config);
-  const runtime::CacheOptions cache{eo.num_blocks, eo.block_size, f.max_num_batched_tokens};
+  runtime::WorkerOptions worker_options{eo.num_blocks, eo.block_size, f.max_num_batched_tokens};
+  worker_options.fail_rank = f.fail_rank;
+  worker_options.fail_at_step = f.fail_at_step;
   LoadedEngine out;
   if (mpi && comm::mpi_world_rank() != 0) {
-    run_worker_rank(f, load, cache);
+    run_worker_rank(f, load, worker_options);
     return out;
   }
   if (std::filesystem::exists(f.model_dir + "/tokenizer.json"))
@@ -138,7 +149,7 @@ LoadedEngine load_engine(const EngineFlags& f) {
     out.mpi_rank_zero = true;
     std::unique_ptr<runtime::Worker> worker;
     try {
-      worker = std::make_unique<runtime::Worker>(f.model_dir, load, comm.get(), cache);
+      worker = std::make_unique<runtime::Worker>(f.model_dir, load, comm.get(), worker_options);
     } catch (const std::exception& e) {
       comm->abort(e.what());  // the worker ranks are loading too: end the job, naming rank 0
       throw;
@@ -147,10 +158,10 @@ LoadedEngine load_engine(const EngineFlags& f) {
   } else if (multi_rank) {
     // One thread per rank loads its part inside the executor.
     executor = std::make_unique<runtime::LocalExecutor>(f.model_dir, load, comm_timeout(f.parallel),
-                                                        cache);
+                                                        worker_options);
   } else {
     executor = std::make_unique<runtime::SingleRankExecutor>(
-        std::make_unique<runtime::Worker>(f.model_dir, load, nullptr, cache));
+        std::make_unique<runtime::Worker>(f.model_dir, load, nullptr, worker_options));
   }
   out.engine = std::make_unique<engine::Engine>(eo, std::move(executor), out.tokenizer.get());
   return out;

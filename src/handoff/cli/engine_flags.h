@@ -27,6 +27,8 @@ struct EngineFlags {
   std::optional<int> threads;  // not given: all cores
   bool no_check_weights = false;
   ParallelFlags parallel;
+  int fail_rank = -1;  // fault injection (tests)
+  int64_t fail_at_step = -1;
 };
 
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags);

@@ -121,6 +121,10 @@ void run_serve(const ServeFlags& f) {
 
   if (so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1" && so.api_key.empty())
     log::warn("listening on {} without --api-key", so.host);
+  // A failed engine serves nothing again: it signals this process, so the server drains as on
+  // SIGTERM (the failed requests have their error events already), and then the process exits
+  // non-zero, so a supervisor or mpirun sees it.
+  loaded.engine->on_failure([](const std::string&) { kill(getpid(), SIGTERM); });
   loaded.engine->start();
   serve::HttpServer server(so, *loaded.engine, ctx);
   std::thread waiter([&] {
@@ -144,6 +148,8 @@ void run_serve(const ServeFlags& f) {
   }
   waiter.join();
   loaded.engine->stop();
+  if (const std::string failure = loaded.engine->failure(); !failure.empty())
+    fail("the engine failed: {}", failure);
   log::info("server stopped");
 }
 

@@ -96,6 +96,7 @@ std::shared_ptr<RequestStream> Engine::submit(Request request) {
         options_.max_model_len, prompt_len, request.max_tokens));
 
   std::lock_guard lock(mutex_);
+  if (!failure_.empty()) throw OverloadedError(fmt::format("the engine failed: {}", failure_));
   if (stopping_ && thread_.joinable()) throw OverloadedError("the server is shutting down");
   if (static_cast<int64_t>(incoming_.size()) + stats_.waiting >= options_.max_waiting)
     throw OverloadedError(fmt::format("too many queued requests ({})", options_.max_waiting));
@@ -119,6 +120,15 @@ void Engine::cancel(uint64_t id) {
     cancelled_.insert(id);
   }
   cv_.notify_all();
+}
+
+std::string Engine::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
+void Engine::on_failure(std::function<void(const std::string&)> callback) {
+  on_failure_ = std::move(callback);
 }
 
 int64_t Engine::in_flight() const {
@@ -158,11 +168,28 @@ void Engine::loop() {
       });
       if (stopping_) return;
     }
+    bool failed_now = false;
+    {
+      std::lock_guard lock(mutex_);
+      failed_now = !failure_.empty();
+    }
+    if (failed_now) {
+      // Requests queued before the failure was known: the executor cannot run them.
+      take_incoming();
+      fail_all(failure());
+      continue;
+    }
     try {
       step();
     } catch (const std::exception& e) {
-      log::warn("engine step failed: {}", e.what());
+      // An executor that threw is broken (a rank is gone): fail everything, now and later.
+      log::warn("engine step failed, the engine stops serving: {}", e.what());
+      {
+        std::lock_guard lock(mutex_);
+        failure_ = e.what();
+      }
       fail_all(e.what());
+      if (on_failure_) on_failure_(e.what());
     }
   }
 }

@@ -5,10 +5,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -63,6 +65,12 @@ class Engine {
   // Thread-safe: ends the request ("abort") and frees its blocks at the next step boundary.
   void cancel(uint64_t id);
 
+  // The first step failure, after which the engine serves nothing (every request fails, submit
+  // throws OverloadedError): an executor that threw has lost a rank. Empty while healthy.
+  std::string failure() const;
+  // Called once, from the step thread, when the engine fails (before start()).
+  void on_failure(std::function<void(const std::string&)> callback);
+
   // Runs one step in the calling thread (only while the loop is not started); false when idle.
   bool step();
   // Steps until every submitted request has finished (tests, offline bench).
@@ -97,7 +105,9 @@ class Engine {
   uint64_t next_id_ = 1;
   int64_t in_flight_ = 0;
   bool stopping_ = false;
+  std::string failure_;
   EngineStats stats_;
+  std::function<void(const std::string&)> on_failure_;
 
   std::vector<float> row_;  // penalised copy of a logits row
   std::thread thread_;

@@ -7,7 +7,7 @@
 namespace handoff::runtime {
 
 LocalExecutor::LocalExecutor(const std::string& model_dir, const model::LoadOptions& load,
-                             std::chrono::milliseconds timeout, const CacheOptions& cache)
+                             std::chrono::milliseconds timeout, const WorkerOptions& options)
     : config_(model::load_config(model_dir + "/config.json")) {
   const auto& o = load.parallel;
   ranks_ = o.tp * o.pp;
@@ -15,9 +15,9 @@ LocalExecutor::LocalExecutor(const std::string& model_dir, const model::LoadOpti
   // Ranks share the machine: each gets cores / ranks kernel threads, at least one.
   const int threads = std::max(1, tensor::num_threads() / ranks_);
   for (int r = 0; r < ranks_; ++r)
-    threads_.emplace_back([this, r, threads, model_dir, load, cache] {
+    threads_.emplace_back([this, r, threads, model_dir, load, options] {
       tensor::set_num_threads(threads);
-      rank_main(r, model_dir, load, cache);
+      rank_main(r, model_dir, load, options);
     });
   std::unique_lock lock(mutex_);
   try {
@@ -47,7 +47,7 @@ void LocalExecutor::wait_for_ranks(std::unique_lock<std::mutex>& lock) {
 }
 
 void LocalExecutor::rank_main(int rank, const std::string& model_dir,
-                              const model::LoadOptions& load, const CacheOptions& cache) {
+                              const model::LoadOptions& load, const WorkerOptions& options) {
   comm::Communicator& comm = *world_[static_cast<size_t>(rank)];
   auto report = [&](std::exception_ptr error) {
     std::lock_guard lock(mutex_);
@@ -57,7 +57,7 @@ void LocalExecutor::rank_main(int rank, const std::string& model_dir,
   };
   std::unique_ptr<Worker> worker;
   try {
-    worker = std::make_unique<Worker>(model_dir, load, &comm, cache);
+    worker = std::make_unique<Worker>(model_dir, load, &comm, options);
     report(nullptr);
   } catch (const std::exception& e) {
     comm.abort(e.what());

@@ -35,7 +35,7 @@ class LocalExecutor : public Executor {
   // `load` carries the dtype and the layout (load.parallel). Returns once every rank has loaded
   // its part and run the profiling pass; throws the first rank's error.
   LocalExecutor(const std::string& model_dir, const model::LoadOptions& load,
-                std::chrono::milliseconds timeout, const CacheOptions& cache);
+                std::chrono::milliseconds timeout, const WorkerOptions& options);
   ~LocalExecutor() override;
 
   const model::ModelConfig& config() const override { return config_; }
@@ -44,7 +44,7 @@ class LocalExecutor : public Executor {
 
  private:
   void rank_main(int rank, const std::string& model_dir, const model::LoadOptions& load,
-                 const CacheOptions& cache);
+                 const WorkerOptions& options);
   // Waits (holding `lock`) until every rank reported; rethrows a rank's failure.
   void wait_for_ranks(std::unique_lock<std::mutex>& lock);
 

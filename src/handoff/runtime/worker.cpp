@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "handoff/error.h"
+
 namespace handoff::runtime {
 namespace {
 
@@ -43,19 +45,26 @@ tensor::Tensor concat_rows(const std::vector<tensor::Tensor>& parts) {
 }  // namespace
 
 Worker::Worker(const std::string& model_dir, model::LoadOptions load, comm::Communicator* comm,
-               const CacheOptions& cache) {
+               const WorkerOptions& options)
+    : options_(options) {
   load.comm = comm;
   model_ = model::Model::load(model_dir, load);
-  cache_ =
-      std::make_unique<cache::PagedCache>(model_->cache_shape(cache.num_blocks, cache.block_size));
-  model_->profile_run(cache.max_step_tokens);
+  cache_ = std::make_unique<cache::PagedCache>(
+      model_->cache_shape(options.num_blocks, options.block_size));
+  model_->profile_run(options.max_step_tokens);
 }
 
-Worker::Worker(std::unique_ptr<model::Model> model, const CacheOptions& cache)
+Worker::Worker(std::unique_ptr<model::Model> model, const WorkerOptions& options)
     : model_(std::move(model)),
       cache_(std::make_unique<cache::PagedCache>(
-          model_->cache_shape(cache.num_blocks, cache.block_size))) {
-  model_->profile_run(cache.max_step_tokens);
+          model_->cache_shape(options.num_blocks, options.block_size))),
+      options_(options) {
+  model_->profile_run(options.max_step_tokens);
+}
+
+int Worker::rank() const {
+  const comm::Communicator* c = model_->comm();
+  return c == nullptr ? 0 : c->topology().rank;
 }
 
 int Worker::logits_rank() const {
@@ -69,6 +78,10 @@ bool Worker::holds_logits() const {
 }
 
 tensor::Tensor Worker::run(const std::vector<model::SequenceChunk>& chunks) {
+  if (rank() == options_.fail_rank && steps_ == options_.fail_at_step)
+    fail("rank {}: injected failure at step {} (--fail-rank {} --fail-at-step {})", rank(), steps_,
+         options_.fail_rank, options_.fail_at_step);
+  ++steps_;
   std::vector<tensor::Tensor> parts;
   for (const auto& group : micro_batches(chunks, model_->plan().options.pp))
     parts.push_back(model_->forward(group, *cache_));

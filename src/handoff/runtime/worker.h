@@ -15,10 +15,14 @@
 
 namespace handoff::runtime {
 
-struct CacheOptions {
-  int64_t num_blocks = 0;
+struct WorkerOptions {
+  int64_t num_blocks = 0;  // of the cache
   int64_t block_size = 16;
   int64_t max_step_tokens = 512;  // sizes the profiling pass
+  // Fault injection for tests (--fail-rank / --fail-at-step): world rank `fail_rank` throws
+  // before running its step number `fail_at_step` (0-based).
+  int fail_rank = -1;
+  int64_t fail_at_step = -1;
 };
 
 class Worker {
@@ -26,9 +30,10 @@ class Worker {
   // Loads this rank's part (load.comm is set to `comm`, null for one rank), allocates its cache
   // and runs the profiling pass, which every rank of the layout runs together.
   Worker(const std::string& model_dir, model::LoadOptions load, comm::Communicator* comm,
-         const CacheOptions& cache);
+         const WorkerOptions& options);
   // One rank whose model is already loaded.
-  Worker(std::unique_ptr<model::Model> model, const CacheOptions& cache);
+  Worker(std::unique_ptr<model::Model> model, const WorkerOptions& options);
+  int rank() const;
 
   const model::ModelConfig& config() const { return model_->config(); }
   comm::Communicator* comm() const { return model_->comm(); }
@@ -44,6 +49,8 @@ class Worker {
  private:
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<cache::PagedCache> cache_;
+  WorkerOptions options_;
+  int64_t steps_ = 0;
 };
 
 }  // namespace handoff::runtime

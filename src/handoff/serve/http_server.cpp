@@ -75,9 +75,13 @@ void HttpServer::count(const std::string& endpoint, int status) {
 
 std::optional<HttpResponse> HttpServer::answer_inline(const HttpRequest& req) {
   const bool get = req.method == "GET";
-  if (get && req.path == "/health")
+  if (get && req.path == "/health") {
+    // A failed engine (a rank is gone) reads unhealthy before it reads draining.
+    if (const std::string failure = engine_.failure(); !failure.empty())
+      return HttpResponse{503, "text/plain", "engine failed: " + failure + "\n", {}};
     return draining_ ? HttpResponse{503, "text/plain", "draining\n", {}}
                      : HttpResponse{200, "text/plain", "ok\n", {}};
+  }
   if (get && req.path == "/metrics") {
     HttpCounts counts;
     {
