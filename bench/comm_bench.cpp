@@ -107,11 +107,10 @@ class Call {
 };
 
 void set_counters(benchmark::State& state, int64_t payload_bytes) {
-  state.SetBytesProcessed(payload_bytes * state.iterations());
   state.counters["payload_B"] = static_cast<double>(payload_bytes);
-  state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(payload_bytes) * state.iterations(),
-                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  // A rate counter divides by the time: bytes · 1e-9 / s = GB/s.
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(payload_bytes) * state.iterations() * 1e-9, benchmark::Counter::kIsRate);
 }
 
 // Local backend: this thread is rank 0, the others run the same calls on their own threads.
@@ -161,9 +160,8 @@ void register_local() {
   for (Kind kind : kKinds) {
     for (int ranks : {2, 4}) {
       for (int64_t bytes = 1024; bytes <= (int64_t{4} << 20); bytes *= 4) {
-        benchmark::RegisterBenchmark(
-            (std::string("local/") + kind_name(kind)).c_str(),
-            [kind](benchmark::State& state) { bm_local(state, kind); })
+        benchmark::RegisterBenchmark((std::string("local/") + kind_name(kind)).c_str(),
+                                     [kind](benchmark::State& state) { bm_local(state, kind); })
             ->Args({ranks, bytes})
             ->ArgNames({"ranks", "bytes"})
             ->Iterations(iterations_for(bytes))

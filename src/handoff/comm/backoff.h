@@ -13,9 +13,10 @@
 
 namespace handoff::comm {
 
-// Phase lengths, measured from the first pause (defaults: docs/performance.md, "Collectives").
+// Phase lengths, measured from the first pause. Defaults: docs/performance.md, "Collectives:
+// local vs MPI" (sleeping early, or at every poll as before, cost the most there).
 struct BackoffPhases {
-  std::chrono::microseconds spin{20};
+  std::chrono::microseconds spin{10};
   std::chrono::microseconds yield{2000};
   std::chrono::microseconds sleep{50};
 };
