@@ -1,8 +1,8 @@
 // Checks the MPI backend under mpirun -np 4 (tp=2, pp=2): collectives on every group with
 // exact expected values; all_reduce bit-identical on every member and, like reduce_scatter,
 // within rounding of the naive sum for counts that do and do not divide by the group size;
-// send/recv between stages, broadcast, barrier and counters. Prints "mpi selftest passed" and exits 0, or names the first mismatch
-// and exits 1.
+// send/recv between stages, broadcast, barrier and counters. Prints "mpi selftest passed" and
+// exits 0, or names the first mismatch and exits 1.
 //
 // With the argument "timeout", rank 3 skips a world barrier: the others must raise CommError
 // within the 300 ms timeout, print it and abort the job, so mpirun exits non-zero instead of
