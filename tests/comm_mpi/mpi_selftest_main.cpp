@@ -1,12 +1,14 @@
 // Checks the MPI backend under mpirun -np 4 (tp=2, pp=2): collectives on every group with
-// exact expected values, bit-identical all_reduce, send/recv between stages, broadcast,
-// barrier and counters. Prints "mpi selftest passed" and exits 0, or names the first mismatch
-// and exits 1.
+// exact expected values; all_reduce bit-identical on every member and, like reduce_scatter,
+// within rounding of the naive sum for counts that do and do not divide by the group size;
+// send/recv between stages, broadcast, barrier and counters. Prints "mpi selftest passed" and
+// exits 0, or names the first mismatch and exits 1.
 //
 // With the argument "timeout", rank 3 skips a world barrier: the others must raise CommError
 // within the 300 ms timeout, print it and abort the job, so mpirun exits non-zero instead of
 // hanging.
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -23,6 +25,56 @@ using namespace std::chrono_literals;
 
 void check(bool ok, const std::string& what) {
   if (!ok) throw Error("mismatch: " + what);
+}
+
+// Reproducible floats of mixed sign and magnitude, a different stream per rank.
+std::vector<float> random_input(int rank, int64_t count) {
+  std::mt19937 rng(1234 + rank);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (auto& x : v) x = dist(rng) * float(1 << (rank % 5));
+  return v;
+}
+
+// `got` (count floats) is this member's result of a reduction over group g: all_reduce (every
+// member holds the sums of elements [0, count)) or reduce_scatter (member m holds those of
+// [m·count, (m+1)·count)), element i being the sum over members of input_of(member)[i]. The
+// members gather each other's results; each checks every result against the naive rank-order
+// sum within 1e-6 relative to the sum of magnitudes (the bound for reordered float addition;
+// cancellation makes the sum itself a poor scale), and for all_reduce that every member holds
+// exactly its own bits.
+template <typename InputOf>
+void check_sum(Communicator& c, Group g, const std::vector<float>& got, int64_t count,
+               const InputOf& input_of, const std::string& what) {
+  const int size = c.topology().group_size(g);
+  const bool scattered = what == "reduce_scatter";
+  const std::string where =
+      what + " " + std::string(group_name(g)) + " count " + std::to_string(count);
+  const int64_t total = scattered ? size * count : count;
+  std::vector<float> want(static_cast<size_t>(total), 0.0f);
+  std::vector<float> scale(static_cast<size_t>(total), 0.0f);
+  for (int m = 0; m < size; ++m) {
+    std::vector<float> in = input_of(m);
+    for (int64_t i = 0; i < total; ++i) {
+      want[i] += in[i];
+      scale[i] += std::abs(in[i]);
+    }
+  }
+  std::vector<float> all(static_cast<size_t>(size * count));
+  c.all_gather(g, got.data(), all.data(), count);
+  for (int m = 0; m < size; ++m) {
+    const float* theirs = all.data() + m * count;
+    const int64_t first = scattered ? m * count : 0;
+    for (int64_t i = 0; i < count; ++i) {
+      check(std::abs(theirs[i] - want[first + i]) <= 1e-6f * scale[first + i],
+            where + ": member " + std::to_string(m) + " element " + std::to_string(i) + " is " +
+                std::to_string(theirs[i]) + ", naive sum " + std::to_string(want[first + i]));
+    }
+    if (!scattered) {
+      check(std::memcmp(theirs, got.data(), count * sizeof(float)) == 0,
+            where + ": member " + std::to_string(m) + " holds other bits");
+    }
+  }
 }
 
 void run_collectives(Communicator& c) {
@@ -74,25 +126,14 @@ void run_collectives(Communicator& c) {
     c.barrier(g);
   }
 
-  // Bit-identical all_reduce of random floats: every rank checks against the rank-order sum.
+  // All-reduce of random floats: bit-identical on every member, within rounding of the
+  // rank-order sum (MPI may add in another order).
   constexpr int64_t n = 33 * 17;
-  auto input = [&](int rank) {
-    std::mt19937 rng(1234 + rank);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-    std::vector<float> v(n);
-    for (auto& x : v) x = dist(rng) * float(1 << (rank % 5));
-    return v;
-  };
   for (Group g : {Group::kTp, Group::kPp, Group::kWorld}) {
-    std::vector<float> data = input(t.rank);
+    std::vector<float> data = random_input(t.rank, n);
     c.all_reduce(g, data.data(), n);
-    std::vector<float> want = input(t.world_rank_of(g, 0));
-    for (int m = 1; m < t.group_size(g); ++m) {
-      std::vector<float> other = input(t.world_rank_of(g, m));
-      for (int64_t i = 0; i < n; ++i) want[i] += other[i];
-    }
-    check(std::memcmp(data.data(), want.data(), n * sizeof(float)) == 0,
-          "bit-identical all_reduce " + std::string(group_name(g)));
+    check_sum(
+        c, g, data, n, [&](int m) { return random_input(t.world_rank_of(g, m), n); }, "all_reduce");
   }
 
   // Pipeline hand-off: each stage sends two messages to the same tp rank of the next stage.
@@ -122,6 +163,31 @@ void run_collectives(Communicator& c) {
   check(c.counts().at({"step", Op::kAllReduce, Group::kTp}).calls == 4, "all_reduce count");
   check(c.counts().at({"step", Op::kAllReduce, Group::kTp}).bytes == (1 + 7 + 33 + n) * 4,
         "all_reduce bytes");
+
+  // Counts that do and do not divide by the group size (the MPI all-reduce pads those), zero,
+  // and reduce_scatter both out of place and in place (recv inside send).
+  c.set_scope("rounding");
+  for (Group g : {Group::kTp, Group::kPp, Group::kWorld}) {
+    const int size = t.group_size(g);
+    for (int64_t count : {0, 1, 2, 3, 4, 5, 7, 64, 1001}) {
+      std::vector<float> data = random_input(t.rank, count);
+      c.all_reduce(g, data.data(), count);
+      check_sum(
+          c, g, data, count, [&](int m) { return random_input(t.world_rank_of(g, m), count); },
+          "all_reduce");
+
+      std::vector<float> send = random_input(t.rank, size * count);
+      std::vector<float> recv(count);
+      c.reduce_scatter(g, send.data(), recv.data(), count);
+      auto input_of = [&](int m) { return random_input(t.world_rank_of(g, m), size * count); };
+      check_sum(c, g, recv, count, input_of, "reduce_scatter");
+      // In place: the result lands at the start of the member's own send buffer.
+      c.reduce_scatter(g, send.data(), send.data(), count);
+      check(std::memcmp(send.data(), recv.data(), count * sizeof(float)) == 0,
+            "reduce_scatter in place differs from out of place, " + std::string(group_name(g)));
+    }
+  }
+  c.set_scope("step");
 
   // Many consecutive collectives must not mix.
   for (int it = 0; it < 200; ++it) {

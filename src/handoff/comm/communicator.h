@@ -53,8 +53,8 @@ struct CallStats {
 using CommCounts = std::map<std::tuple<std::string, Op, Group>, CallStats>;
 
 // out[i] = Σ_m block_of(m)[i] over members m = 0 … members−1, added in that order, so every
-// member that computes it gets the same bits (both backends' all-reduce / reduce-scatter).
-// `out` must not alias any block.
+// member that computes it gets the same bits (the local backend's all-reduce /
+// reduce-scatter). `out` must not alias any block.
 template <typename BlockOf>
 void sum_in_rank_order(int members, int64_t count, const BlockOf& block_of, float* out) {
   const float* first = block_of(0);
@@ -76,11 +76,15 @@ class Communicator {
   const Topology& topology() const { return topology_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
-  // Sum over the group, in place; every member ends with bit-identical values (reductions run
-  // in group-rank order).
+  // Sum over the group, in place; every member ends with bit-identical values, so decisions
+  // taken on the result (routing, top-k) never diverge between members. The order of addition
+  // is the backend's: local adds in group-rank order; MPI sums each element once, on one
+  // member, in the order of Open MPI's reduce-scatter algorithm, and copies it to the others.
+  // The backends therefore agree to rounding, and bit for bit with two members (a + b = b + a).
   void all_reduce(Group g, float* data, int64_t count);
   // `send` holds group_size blocks of `count` floats; member i receives in `recv` the sum of
-  // every member's block i.
+  // every member's block i (same order of addition as all_reduce). `recv` may lie inside
+  // `send` (in place).
   void reduce_scatter(Group g, const float* send, float* recv, int64_t count);
   // Each member contributes `count` floats; `recv` gets group_size * count, in group-rank order.
   void all_gather(Group g, const float* send, float* recv, int64_t count);

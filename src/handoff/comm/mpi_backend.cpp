@@ -1,13 +1,16 @@
 // One process per rank under mpirun (Open MPI). Every operation is a non-blocking MPI call
 // completed by polling against the deadline, so a dead or missing rank becomes a CommError
-// instead of a hang; abort() takes the whole job down through MPI_Abort.
+// instead of a hang; abort() takes the whole job down through MPI_Abort. Between polls a rank
+// spins, then yields, and sleeps only after milliseconds of waiting (backoff.h).
 //
-// Determinism: all_reduce and reduce_scatter do not use MPI's reductions, whose summation
-// order depends on the algorithm Open MPI picks (and may differ between ranks). Each member
-// instead gathers every contribution (MPI_Iallgather / MPI_Ialltoall) and sums them itself in
-// group-rank order, exactly as the local backend does: every rank gets the same bits, and both
-// backends give the same result. The cost is group_size times the traffic of a ring
-// reduction, which is fine for the CPU tensor-parallel widths this engine runs.
+// Reductions use MPI's own collectives, arranged so every rank ends with the same bits:
+// reduce_scatter is MPI_Ireduce_scatter_block (block i is summed by member i alone), and
+// all_reduce is that reduce-scatter followed by an all-gather of the summed blocks, so each
+// element is summed once, by one rank, and copied to the others. The summation order within an
+// element is Open MPI's (it depends on the algorithm it picks and the group size), so it may
+// differ from the local backend's group-rank order: with two members (a + b) both backends
+// agree bit for bit, with more they agree to rounding. A count that does not divide by the
+// group size is zero-padded to the next multiple for the all-reduce (zeros add nothing).
 //
 // Process-wide state: MPI itself is the one process-wide thing here; whether it is
 // initialised is asked of MPI (MPI_Initialized / MPI_Finalized), so this file keeps no globals.
@@ -20,9 +23,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <limits>
-#include <thread>
 
+#include "handoff/comm/backoff.h"
 #include "handoff/comm/communicator.h"
 #include "handoff/comm/local_world.h"
 
@@ -79,10 +83,8 @@ class MpiCommunicator : public Communicator {
     if (!mpi_active()) return;
     // Give queued sends their chance to complete; a receiver that never came is not worth
     // hanging the exit for.
-    const auto deadline = std::chrono::steady_clock::now() + timeout();
-    while (!sends_.empty() && std::chrono::steady_clock::now() < deadline) {
-      reap_sends();
-      if (!sends_.empty()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    Backoff backoff(timeout());
+    for (reap_sends(); !sends_.empty() && backoff.pause(); reap_sends()) {
     }
     for (auto& s : sends_) {
       MPI_Cancel(&s.request);
@@ -103,25 +105,45 @@ class MpiCommunicator : public Communicator {
  protected:
   void do_all_reduce(Group g, float* data, int64_t count) override {
     const int n = topology().group_size(g);
-    float* all = staging(n * count);
+    // Nothing to add (every member has the same count and group, so all return together).
+    if (count == 0 || n == 1) return;
+    const int64_t block = (count + n - 1) / n;
+    const int block_count = to_int(block, "all_reduce");
+    to_int(block * n, "all_reduce");  // MPI sums the whole padded buffer as one int count
+    // Exact multiple: reduce straight from `data` and gather straight back into it. Otherwise
+    // the input is padded with zeros to n blocks in staging, and the result trimmed on copy.
+    const bool padded = block * n != count;
+    float* mine = staging(block + (padded ? block * n : 0));
+    float* whole = padded ? mine + block : data;
+    if (padded) {
+      std::memcpy(whole, data, static_cast<size_t>(count) * sizeof(float));
+      std::memset(whole + count, 0, static_cast<size_t>(block * n - count) * sizeof(float));
+    }
+    // One deadline for both steps; each starts with a spin.
+    Backoff backoff(timeout());
     MPI_Request request;
-    MPI_Iallgather(data, to_int(count, "all_reduce"), MPI_FLOAT, all, to_int(count, "all_reduce"),
-                   MPI_FLOAT, comm(g), &request);
-    wait(request, Op::kAllReduce, g);
-    sum_in_rank_order(
-        n, count, [&](int m) { return all + m * count; }, data);
+    MPI_Ireduce_scatter_block(whole, mine, block_count, MPI_FLOAT, MPI_SUM, comm(g), &request);
+    wait(request, Op::kAllReduce, g, backoff);
+    backoff.restart();
+    MPI_Iallgather(mine, block_count, MPI_FLOAT, whole, block_count, MPI_FLOAT, comm(g), &request);
+    wait(request, Op::kAllReduce, g, backoff);
+    if (padded) std::memcpy(data, whole, static_cast<size_t>(count) * sizeof(float));
   }
 
   void do_reduce_scatter(Group g, const float* send, float* recv, int64_t count) override {
+    if (count == 0) return;
     const int n = topology().group_size(g);
-    // After the all-to-all, block m holds member m's contribution to this member's block.
-    float* mine = staging(n * count);
+    const int block_count = to_int(count, "reduce_scatter");
+    to_int(count * n, "reduce_scatter");
+    // MPI forbids overlapping buffers; callers may reduce in place (recv inside send), so the
+    // result goes through staging then.
+    const std::less<const float*> before;
+    const bool overlaps = before(recv, send + count * n) && before(send, recv + count);
+    float* out = overlaps ? staging(count) : recv;
     MPI_Request request;
-    MPI_Ialltoall(send, to_int(count, "reduce_scatter"), MPI_FLOAT, mine,
-                  to_int(count, "reduce_scatter"), MPI_FLOAT, comm(g), &request);
+    MPI_Ireduce_scatter_block(send, out, block_count, MPI_FLOAT, MPI_SUM, comm(g), &request);
     wait(request, Op::kReduceScatter, g);
-    sum_in_rank_order(
-        n, count, [&](int m) { return mine + m * count; }, recv);
+    if (overlaps) std::memcpy(recv, out, static_cast<size_t>(count) * sizeof(float));
   }
 
   void do_all_gather(Group g, const float* send, float* recv, int64_t count) override {
@@ -146,14 +168,13 @@ class MpiCommunicator : public Communicator {
     // Probe first, so a message of the wrong size is an error naming both sizes rather
     // than MPI's truncation abort.
     MPI_Status status;
-    const auto deadline = std::chrono::steady_clock::now() + timeout();
+    Backoff backoff(timeout());
     for (;;) {
       reap_sends();
       int ready = 0;
       MPI_Iprobe(src_rank, kTag, world_, &ready, &status);
       if (ready) break;
-      if (std::chrono::steady_clock::now() >= deadline) timed_out(Op::kRecv, Group::kWorld);
-      std::this_thread::sleep_for(kPollInterval);
+      if (!backoff.pause()) timed_out(Op::kRecv, Group::kWorld);
     }
     int got = 0;
     MPI_Get_count(&status, MPI_FLOAT, &got);
@@ -196,9 +217,6 @@ class MpiCommunicator : public Communicator {
 
  private:
   static constexpr int kTag = 0x4f;
-  // Ranks may outnumber cores (mpirun --oversubscribe): a waiting rank sleeps briefly
-  // between polls so the rank it waits for gets the core.
-  static constexpr std::chrono::microseconds kPollInterval{100};
 
   MPI_Comm comm(Group g) const {
     switch (g) {
@@ -212,8 +230,8 @@ class MpiCommunicator : public Communicator {
     return world_;
   }
 
-  // Receive buffer of the reductions; grows to the largest and is reused (no allocation per
-  // step). The sums are written straight to the caller's buffer once MPI is done with both.
+  // Scratch of the reductions that cannot work in the caller's buffers (padding, overlap);
+  // grows to the largest and is reused (no allocation per step).
   float* staging(int64_t count) {
     if (staging_.size() < static_cast<size_t>(count)) staging_.resize(static_cast<size_t>(count));
     return staging_.data();
@@ -225,18 +243,21 @@ class MpiCommunicator : public Communicator {
   }
 
   void wait(MPI_Request& request, Op op, Group g) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout();
+    Backoff backoff(timeout());
+    wait(request, op, g, backoff);
+  }
+
+  void wait(MPI_Request& request, Op op, Group g, Backoff& backoff) {
     for (;;) {
       int done = 0;
       MPI_Test(&request, &done, MPI_STATUS_IGNORE);
       if (done) return;
-      if (std::chrono::steady_clock::now() >= deadline) {
+      reap_sends();
+      if (!backoff.pause()) {
         // The request cannot be cancelled (collectives) and its buffers belong to the
         // caller; the caller is expected to abort() the job, which ends every rank.
         timed_out(op, g);
       }
-      reap_sends();
-      std::this_thread::sleep_for(kPollInterval);
     }
   }
 
