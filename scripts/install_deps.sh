@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(cmake g++ make pkg-config libdnnl-dev libopenmpi-dev openmpi-bin nlohmann-json3-dev
   libcpp-httplib-dev libcli11-dev libpcre2-dev libfmt-dev libgtest-dev libgmock-dev
-  libbenchmark-dev "$@")
+  libbenchmark-dev curl "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -91,8 +91,7 @@ void run_worker_rank(const EngineFlags& f, model::LoadOptions load,
     runtime::Worker worker(f.model_dir, load, comm.get(), worker_options);
     runtime::run_mpi_worker(*comm, worker);
   } catch (const std::exception& e) {
-    comm->abort(e.what());  // ends the job, naming this rank
-    throw;
+    runtime::fail_worker_rank(*comm, e);
   }
   comm.reset();  // frees its MPI handles before MPI_Finalize
   comm::finalize_mpi();
@@ -101,8 +100,12 @@ void run_worker_rank(const EngineFlags& f, model::LoadOptions load,
 }  // namespace
 
 LoadedEngine::~LoadedEngine() {
+  const bool failed = engine != nullptr && !engine->failure().empty();
   engine.reset();  // an MpiExecutor tells the worker ranks to stop
-  if (mpi_rank_zero) comm::finalize_mpi();
+  if (!mpi_rank_zero) return;
+  // After a failure the worker ranks are not in their loop to hear a stop: end the job.
+  if (failed) comm::abort_mpi_job(1);
+  comm::finalize_mpi();
 }
 
 LoadedEngine load_engine(const EngineFlags& f) {

@@ -100,8 +100,13 @@ class Communicator {
   void barrier(Group g);
 
   // Called when this rank fails: every member's pending and future waits throw CommError naming
-  // this rank and `reason`.
+  // this rank and `reason`. Under MPI it ends the job at once (MPI_Abort).
   virtual void abort(const std::string& reason) = 0;
+  // Tells every other rank that this one failed, without waiting and without ending the job:
+  // their pending and later waits throw CommError naming this rank and `reason`, so a serving
+  // rank 0 can answer its clients before the job ends. The local backend's abort() does
+  // exactly this.
+  virtual void announce_failure(const std::string& reason) { abort(reason); }
 
   // Accounting. Bytes = the payload this rank contributes (its send buffer): all_reduce and
   // all_gather `count` floats, reduce_scatter group_size * count floats, send `count` floats;
@@ -142,6 +147,9 @@ std::unique_ptr<Communicator> make_mpi_communicator(int tp, int pp,
                                                     std::chrono::milliseconds timeout);
 // Finalises MPI if it was initialised (call once at exit of an MPI run).
 void finalize_mpi();
+// Ends every process of the MPI job (MPI_Abort) with `code`; for a rank that cannot finish the
+// job's protocol (the other ranks are not where MPI_Finalize needs them).
+[[noreturn]] void abort_mpi_job(int code);
 // MPI world rank and size as seen before any communicator exists (1 process: 0 and 1).
 int mpi_world_rank();
 

@@ -19,12 +19,14 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <limits>
+#include <string>
 
 #include "handoff/comm/backoff.h"
 #include "handoff/comm/communicator.h"
@@ -97,9 +99,24 @@ class MpiCommunicator : public Communicator {
 
   void abort(const std::string& reason) override {
     // mpirun kills every rank once one calls MPI_Abort: that is the "no rank hangs" promise.
-    std::fprintf(stderr, "rank %d failed: %s\n", topology().rank, reason.c_str());
-    std::fflush(stderr);
+    announce_failure(reason);
     MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+
+  void announce_failure(const std::string& reason) override {
+    if (announced_) return;
+    announced_ = true;
+    const std::string message = fmt::format("rank {} failed: {}", topology().rank, reason);
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+    // One small message per rank, sent without waiting (eager): every wait loop probes for it.
+    failure_message_.assign(message.begin(), message.end());
+    for (int r = 0; r < topology().world_size(); ++r) {
+      if (r == topology().rank) continue;
+      MPI_Request& request = failure_sends_.emplace_back();
+      MPI_Isend(failure_message_.data(), static_cast<int>(failure_message_.size()), MPI_CHAR, r,
+                kFailureTag, world_, &request);
+    }
   }
 
  protected:
@@ -174,6 +191,7 @@ class MpiCommunicator : public Communicator {
       int ready = 0;
       MPI_Iprobe(src_rank, kTag, world_, &ready, &status);
       if (ready) break;
+      check_failures();
       if (!backoff.pause()) timed_out(Op::kRecv, Group::kWorld);
     }
     int got = 0;
@@ -205,6 +223,7 @@ class MpiCommunicator : public Communicator {
       MPI_Test(&request, &done, MPI_STATUS_IGNORE);
       if (done) return;
       reap_sends();
+      check_failures();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
@@ -217,6 +236,7 @@ class MpiCommunicator : public Communicator {
 
  private:
   static constexpr int kTag = 0x4f;
+  static constexpr int kFailureTag = 0x50;
 
   MPI_Comm comm(Group g) const {
     switch (g) {
@@ -253,12 +273,31 @@ class MpiCommunicator : public Communicator {
       MPI_Test(&request, &done, MPI_STATUS_IGNORE);
       if (done) return;
       reap_sends();
+      check_failures();
       if (!backoff.pause()) {
         // The request cannot be cancelled (collectives) and its buffers belong to the
         // caller; the caller is expected to abort() the job, which ends every rank.
         timed_out(op, g);
       }
     }
+  }
+
+  // Throws the failure another rank announced, once it has arrived (and ever after).
+  void check_failures() {
+    if (received_failure_.empty()) {
+      int ready = 0;
+      MPI_Status status;
+      MPI_Iprobe(MPI_ANY_SOURCE, kFailureTag, world_, &ready, &status);
+      if (!ready) return;
+      int length = 0;
+      MPI_Get_count(&status, MPI_CHAR, &length);
+      std::string message(static_cast<size_t>(std::max(length, 0)), '\0');
+      MPI_Recv(message.data(), length, MPI_CHAR, status.MPI_SOURCE, kFailureTag, world_,
+               MPI_STATUS_IGNORE);
+      received_failure_ =
+          message.empty() ? fmt::format("rank {} failed", status.MPI_SOURCE) : message;
+    }
+    throw CommError(fmt::format("rank {}: {}", topology().rank, received_failure_));
   }
 
   void reap_sends() {
@@ -274,6 +313,12 @@ class MpiCommunicator : public Communicator {
   MPI_Comm tp_ = MPI_COMM_NULL;
   MPI_Comm pp_ = MPI_COMM_NULL;
   std::deque<PendingSend> sends_;
+  // announce_failure(): the message and its sends, kept alive until the process ends (they
+  // are never waited for: the job is ending).
+  bool announced_ = false;
+  std::vector<char> failure_message_;
+  std::deque<MPI_Request> failure_sends_;
+  std::string received_failure_;
   std::vector<float> staging_;
 };
 
@@ -291,6 +336,11 @@ std::unique_ptr<Communicator> make_mpi_communicator(int tp, int pp,
     fail_input("MPI world has {} processes but tp={} x pp={} needs {}", size, tp, pp, tp * pp);
   }
   return std::make_unique<MpiCommunicator>(Topology{tp, pp, rank}, timeout);
+}
+
+void abort_mpi_job(int code) {
+  if (mpi_active()) MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
 }
 
 void finalize_mpi() {

@@ -1,6 +1,7 @@
 #include "handoff/runtime/mpi_executor.h"
 
 #include <cstdint>
+#include <thread>
 
 #include "handoff/error.h"
 #include "handoff/runtime/step_message.h"
@@ -78,8 +79,12 @@ tensor::Tensor MpiExecutor::step(const std::vector<model::SequenceChunk>& chunks
     std::lock_guard lock(counts_mutex_);
     counts_ = comm_->counts();
     return logits;
-  } catch (...) {
+  } catch (const comm::CommError&) {
+    failed_ = true;  // another rank failed (or timed out); it told the others
+    throw;
+  } catch (const std::exception& e) {
     failed_ = true;
+    comm_->announce_failure(e.what());  // rank 0's own part failed: free the worker ranks
     throw;
   }
 }
@@ -87,6 +92,15 @@ tensor::Tensor MpiExecutor::step(const std::vector<model::SequenceChunk>& chunks
 comm::CommCounts MpiExecutor::comm_counts() const {
   std::lock_guard lock(counts_mutex_);
   return counts_;
+}
+
+void fail_worker_rank(comm::Communicator& comm, const std::exception& error) {
+  // A CommError is the consequence of a failure some rank already announced (or a timeout every
+  // rank meets); anything else is this rank's own failure, which the others must hear of.
+  if (dynamic_cast<const comm::CommError*>(&error) == nullptr) comm.announce_failure(error.what());
+  // Rank 0 answers its clients, then ends the job; should it not, this rank does.
+  std::this_thread::sleep_for(comm.timeout());
+  comm.abort(error.what());
 }
 
 void run_mpi_worker(comm::Communicator& comm, Worker& worker) {

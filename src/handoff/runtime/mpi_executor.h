@@ -41,5 +41,9 @@ class MpiExecutor : public Executor {
 
 // The loop of every rank but 0. Returns when rank 0 says stop; throws what a step threw.
 void run_mpi_worker(comm::Communicator& comm, Worker& worker);
+// A worker rank's way out after `error`: announces its own failure to the other ranks (rank 0
+// then ends its requests with an error and the job), waits up to the comm timeout for the job
+// to end, then ends it itself. Does not return.
+[[noreturn]] void fail_worker_rank(comm::Communicator& comm, const std::exception& error);
 
 }  // namespace handoff::runtime
