@@ -36,19 +36,18 @@ start_job() {
   exit 1
 }
 
-# wait_job_status: waits up to $limit s for the job; prints its exit status, or fails.
-wait_job_status() {
+# wait_job: waits up to $limit s for the job and sets $status to its exit status, or fails.
+wait_job() {
   for _ in $(seq 1 $((limit * 10))); do
     if ! kill -0 $job 2>/dev/null; then
-      local status=0
+      status=0
       wait $job || status=$?
-      echo $status
       return 0
     fi
     sleep 0.1
   done
   kill -9 $job 2>/dev/null || true
-  echo "the job was still running ${limit} s after the fault" >&2
+  echo "the job was still running ${limit} s after the fault"
   exit 1
 }
 
@@ -62,7 +61,7 @@ body=$(curl -sN --max-time $limit "$url/v1/completions" -H 'content-type: applic
   -d "$stream" || true)
 grep -q '"error"' <<<"$body" || { echo "no error event:"; echo "$body"; cat "$log"; exit 1; }
 grep -q 'rank 3' <<<"$body" || { echo "the error event does not name rank 3:"; echo "$body"; exit 1; }
-status=$(wait_job_status)
+wait_job
 [[ $status -ne 0 ]] || { echo "the job exited 0 after a rank failed"; cat "$log"; exit 1; }
 grep -q 'rank 3 failed' "$log" || { echo "the job's output does not name rank 3"; cat "$log"; exit 1; }
 echo "worker throws: error event naming rank 3, job exited $status: ok"
@@ -89,7 +88,7 @@ if grep -q '\[DONE\]' "$out" && ! grep -q '"error"' "$out"; then
   echo "the stream completed normally although a rank was killed"
   exit 1
 fi
-status=$(wait_job_status)
+wait_job
 [[ $status -ne 0 ]] || { echo "the job exited 0 after a rank was killed"; cat "$log"; exit 1; }
 echo "worker killed: the request ended (curl $client_status), job exited $status: ok"
 trap - EXIT
