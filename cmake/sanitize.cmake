@@ -69,8 +69,9 @@ endforeach()
   file(WRITE ${CMAKE_BINARY_DIR}/sanitize_tests.cmake "${script}")
   set_property(DIRECTORY ${CMAKE_SOURCE_DIR} APPEND PROPERTY TEST_INCLUDE_FILES
                ${CMAKE_BINARY_DIR}/sanitize_tests.cmake)
+  # Appended: some tests set their own environment (the e2e launcher and recordings).
   if(plain_tests)
-    set_tests_properties(${plain_tests} PROPERTIES ENVIRONMENT "${HANDOFF_SANITIZE_ENV}")
+    set_property(TEST ${plain_tests} APPEND PROPERTY ENVIRONMENT ${HANDOFF_SANITIZE_ENV})
   endif()
 endfunction()
 cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL handoff_sanitize_tests)
