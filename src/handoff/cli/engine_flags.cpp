@@ -113,10 +113,9 @@ LoadedEngine load_engine(const EngineFlags& f) {
   const parallel::ParallelOptions popts = parallel_options(f.parallel);
   const bool multi_rank = popts.tp * popts.pp > 1;
   const bool mpi = backend(f.parallel) == runtime::Backend::kMpi;
-  if (f.threads)
-    tensor::set_num_threads(*f.threads);  // per rank
-  else if (mpi)
-    runtime::share_cores_with_local_mpi_ranks();
+  if (f.threads) tensor::set_num_threads(*f.threads);
+  // As with ranks as threads and `generate`: the host's threads are shared by its ranks.
+  if (mpi) runtime::share_cores_with_local_mpi_ranks();
   model::LoadOptions load;
   load.dtype = tensor::parse_dtype(f.dtype);
   load.parallel = popts;

@@ -18,8 +18,9 @@ enum class Backend { kLocal, kMpi };
 void run_ranks(Backend backend, int tp, int pp, std::chrono::milliseconds timeout,
                const std::function<void(comm::Communicator&)>& body);
 
-// MPI ranks on one host share its cores like local ranks do: kernel threads = cores / the
-// ranks mpirun placed on this host (OMPI_COMM_WORLD_LOCAL_SIZE), at least one.
+// MPI ranks on one host share its cores like local ranks do: kernel threads = the current
+// count (all cores, or --threads) / the ranks mpirun placed on this host
+// (OMPI_COMM_WORLD_LOCAL_SIZE), at least one.
 void share_cores_with_local_mpi_ranks();
 
 }  // namespace handoff::runtime
