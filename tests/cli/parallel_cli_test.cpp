@@ -105,10 +105,12 @@ TEST(ParallelCli, MpiBackendMatchesLocalBackend) {
   const auto dir = std::filesystem::temp_directory_path() / "handoff_mpi_cli_test";
   std::filesystem::create_directories(dir);
   const std::string flags = "--tp 2 --pp 2 --sp on --comm-timeout 60 ";
-  const auto local = run_handoff(kGen + flags + "--dump " + (dir / "local.json").string());
+  const auto local = run_handoff(kGen + flags + "--dump " + (dir / "local.json").string() +
+                                 " --comm-report " + (dir / "local_report.json").string());
   ASSERT_EQ(local.exit_code, 0) << local.output;
   const std::string mpi_cmd = std::string(HANDOFF_MPIRUN) + " -np 4 " + HANDOFF_BINARY + " " +
-                              kGen + flags + "--comm mpi --dump " + (dir / "mpi.json").string();
+                              kGen + flags + "--comm mpi --dump " + (dir / "mpi.json").string() +
+                              " --comm-report " + (dir / "mpi_report.json").string();
   const auto mpi = run_command(mpi_cmd);
   ASSERT_EQ(mpi.exit_code, 0) << mpi.output;
   const auto a = nlohmann::json::parse(std::ifstream(dir / "local.json"))["prompts"][0];
@@ -116,6 +118,11 @@ TEST(ParallelCli, MpiBackendMatchesLocalBackend) {
   EXPECT_EQ(a["greedy_tokens"], b["greedy_tokens"]);
   EXPECT_LE(json_max_diff(a["prefill_logits"], b["prefill_logits"]), 1e-5);
   EXPECT_LE(json_max_diff(a["decode_logits"], b["decode_logits"]), 1e-5);
+  // The processes' counts are gathered: the report holds every stage, measured as with threads
+  // (whose counts the accounting tests equate with the plan's predictions).
+  const auto local_report = nlohmann::json::parse(std::ifstream(dir / "local_report.json"));
+  const auto mpi_report = nlohmann::json::parse(std::ifstream(dir / "mpi_report.json"));
+  EXPECT_EQ(local_report, mpi_report);
   // A rank failing under MPI stops the whole job with its name.
   const auto failing = run_command(std::string(HANDOFF_MPIRUN) + " -np 4 " + HANDOFF_BINARY + " " +
                                    kGen + flags + "--comm mpi --fail-rank 2 --fail-at-step 1");

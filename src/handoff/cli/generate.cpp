@@ -32,6 +32,36 @@
 namespace handoff::cli {
 namespace {
 
+// Every rank's collective counts, on `root` (empty elsewhere): each rank in turn broadcasts its
+// counts as JSON. The counts are taken before these broadcasts, which are not part of a step.
+std::vector<comm::CommCounts> gather_counts(comm::Communicator& comm, int root) {
+  const comm::CommCounts own = comm.counts();
+  const int ranks = comm.topology().world_size();
+  std::vector<comm::CommCounts> all(static_cast<size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) {
+    std::string blob;
+    if (r == comm.topology().rank) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const auto& [key, stats] : own)
+        rows.push_back({std::get<0>(key), static_cast<int>(std::get<1>(key)),
+                        static_cast<int>(std::get<2>(key)), stats.calls, stats.bytes});
+      blob = rows.dump();
+    }
+    int64_t size = static_cast<int64_t>(blob.size());
+    comm.broadcast(comm::Group::kWorld, &size, sizeof size, r);
+    blob.resize(static_cast<size_t>(size));
+    comm.broadcast(comm::Group::kWorld, blob.data(), blob.size(), r);
+    if (comm.topology().rank != root) continue;
+    for (const auto& row : nlohmann::json::parse(blob))
+      all[static_cast<size_t>(r)]
+         [{row[0].get<std::string>(), static_cast<comm::Op>(row[1].get<int>()),
+           static_cast<comm::Group>(row[2].get<int>())}] =
+             comm::CallStats{row[3].get<int64_t>(), row[4].get<int64_t>()};
+  }
+  comm.restore_counts(own);
+  return comm.topology().rank == root ? all : std::vector<comm::CommCounts>{};
+}
+
 // --max-new-tokens and --prefill-chunk: far beyond any context these models have.
 constexpr int64_t kMaxTokensFlag = int64_t{1} << 24;
 
@@ -224,8 +254,16 @@ void run_generate(const GenerateArgs& args) {
         for (size_t i = 0; i < prompts.size(); ++i)
           mine.push_back(generator.run(prompts[i], options, sampler,
                                        forced.empty() ? std::vector<int32_t>{} : forced[i]));
+        // Under MPI each process holds its own rank's counts: gather them to the reporter.
+        std::vector<comm::CommCounts> gathered =
+            backend(args.parallel) == runtime::Backend::kMpi && ranks > 1
+                ? gather_counts(comm, root)
+                : std::vector<comm::CommCounts>{};
         std::lock_guard lock(mutex);
-        counts[static_cast<size_t>(comm.topology().rank)] = comm.counts();
+        if (!gathered.empty())
+          counts = std::move(gathered);
+        else
+          counts[static_cast<size_t>(comm.topology().rank)] = comm.counts();
         if (comm.topology().rank == root) {
           results = std::move(mine);
           is_root = true;
