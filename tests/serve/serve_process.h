@@ -29,14 +29,15 @@ inline const std::string kServeModel = std::string(HANDOFF_TEST_DATA) + "/golden
 class ServeProcess {
  public:
   // Starts `handoff serve --model <tiny> --port 0 <args>` and waits until it listens.
-  explicit ServeProcess(const std::string& args) {
+  // `model`: another model folder (e.g. one with a tokenizer) instead of the tiny one.
+  explicit ServeProcess(const std::string& args, const std::string& model = kServeModel) {
     static int counter = 0;
     log_path_ = (std::filesystem::temp_directory_path() /
                  ("handoff_serve_test_" + std::to_string(::getpid()) + "_" +
                   std::to_string(counter++) + ".log"))
                     .string();
-    const std::string command = std::string("exec ") + HANDOFF_BINARY + " serve --model " +
-                                kServeModel + " --port 0 --dtype f32 --threads 1 " + args;
+    const std::string command = std::string("exec ") + HANDOFF_BINARY + " serve --model " + model +
+                                " --port 0 --dtype f32 --threads 1 " + args;
     pid_ = ::fork();
     if (pid_ == 0) {
       const int fd = ::open(log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

@@ -1,7 +1,8 @@
 // End-to-end check of `handoff serve` with the official openai client:
 //   node openai_e2e.mjs URL   (URL like http://127.0.0.1:8000)
 // completion, chat, streaming chat with usage, 32 concurrent greedy streams equal to their
-// single-request outputs, and bad parameters answered with OpenAI error objects.
+// single-request outputs, bad parameters answered with OpenAI error objects, models.retrieve,
+// context overflow as 400 context_length_exceeded, X-Request-Id and system_fingerprint.
 // HANDOFF_E2E_RECORD=FILE writes the greedy texts to FILE; HANDOFF_E2E_EXPECT=FILE requires
 // them to equal FILE's (one layout's server against another's, e.g. MPI ranks vs threads).
 import OpenAI from "openai";
@@ -102,4 +103,41 @@ await expectError(400, { messages: [] }, "messages");
 await expectError(404, { model: "no-such-model" }, "model");
 await expectError(400, { max_tokens: 1 << 20 });
 console.log("bad parameters -> OpenAI error objects: ok");
+
+// The rest of the surface a client library relies on.
+{
+  const card = await client.models.retrieve(model);
+  assert.equal(card.id, model);
+  assert.equal(card.object, "model");
+  try {
+    await client.models.retrieve("no-such-model");
+    assert.fail("models.retrieve of an unknown id succeeded");
+  } catch (e) {
+    assert.equal(e.status, 404);
+    assert.equal(e.code, "model_not_found");
+  }
+  console.log("models.retrieve: ok");
+  // prompt + max_tokens over the context: 400 context_length_exceeded (413 is only for bodies).
+  try {
+    await client.completions.create({ model, prompt: "The capital of France is", max_tokens: 1 << 20 });
+    assert.fail("a request over the context was accepted");
+  } catch (e) {
+    assert.equal(e.status, 400);
+    assert.equal(e.code, "context_length_exceeded");
+    assert.equal(e.param, "prompt");
+  }
+  console.log("context overflow -> 400 context_length_exceeded: ok");
+  const { data, response } = await client.chat.completions
+    .create({ model, messages: [{ role: "user", content: "Hello!" }], max_tokens: 2, temperature: 0 },
+      { headers: { "X-Request-Id": "e2e-trace-1" } })
+    .withResponse();
+  assert.equal(response.headers.get("x-request-id"), "e2e-trace-1");
+  assert.equal(data.id, "chatcmpl-e2e-trace-1");
+  assert.match(data.system_fingerprint, /^fp_handoff-/);
+  // Without a client id each answer gets its own random one.
+  const other = await client.chat.completions.create({ model, messages: [{ role: "user", content: "Hello!" }], max_tokens: 2, temperature: 0 }).withResponse();
+  assert.match(other.data.id, /^chatcmpl-[0-9a-f]{32}$/);
+  assert.equal(other.response.headers.get("x-request-id"), other.data.id.slice("chatcmpl-".length));
+  console.log("X-Request-Id and system_fingerprint: ok");
+}
 console.log("openai e2e passed");

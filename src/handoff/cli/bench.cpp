@@ -15,6 +15,7 @@
 #include "handoff/cli/bench_report.h"
 #include "handoff/cli/commands.h"
 #include "handoff/cli/engine_flags.h"
+#include "handoff/cli/log_flags.h"
 #include "handoff/cli/soak.h"
 #include "handoff/error.h"
 
@@ -105,7 +106,9 @@ RequestTiming one_request(const ServeBenchFlags& f, const std::vector<int32_t>& 
   if (!sent) {
     t.error = fmt::format("HTTP error: {}", httplib::to_string(err));
   } else if (res.status != 200) {
-    t.error = fmt::format("status {}: {}", res.status, res.body.substr(0, 200));
+    // The content receiver took the body: an error's JSON is what is left in the buffer.
+    t.error = fmt::format("status {}: {}", res.status,
+                          (res.body.empty() ? buffer : res.body).substr(0, 200));
   } else if (t.error.empty()) {
     t.ok = t.output_tokens > 0;
     if (!t.ok) t.error = "no usage in the stream";
@@ -132,6 +135,21 @@ std::pair<std::vector<RequestTiming>, double> run_closed_loop(
   for (auto& w : workers) w.join();
   bar.finish();
   return {std::move(timings), seconds(Clock::now() - start)};
+}
+
+// A benchmark whose requests failed measured something else: exit non-zero, naming the first
+// error (the report above still shows what did succeed).
+void fail_on_errors(const std::vector<RequestTiming>& timings) {
+  int64_t failed = 0;
+  const RequestTiming* first = nullptr;
+  for (const RequestTiming& t : timings)
+    if (!t.ok) {
+      ++failed;
+      if (first == nullptr) first = &t;
+    }
+  if (failed > 0)
+    fail("{} of {} requests failed; the first: {}", failed, timings.size(),
+         first->error.empty() ? std::string("no tokens") : first->error);
 }
 
 void run_soak_bench(const ServeBenchFlags& f) {
@@ -163,6 +181,7 @@ void run_bench_serve(const ServeBenchFlags& f) {
         f, random_prompt(b.seed + static_cast<uint64_t>(i), b.input_len, b.token_lo, b.token_hi));
   });
   print_report("handoff bench serve " + f.url, timings, wall, b.concurrency);
+  fail_on_errors(timings);
 }
 
 struct OfflineBenchFlags {
@@ -216,6 +235,7 @@ void run_bench_offline(const OfflineBenchFlags& f) {
   });
   print_report("handoff bench offline " + f.engine.model_dir, timings, wall, b.concurrency);
   eng.stop();
+  fail_on_errors(timings);
 }
 
 void add_bench_flags(CLI::App& cmd, BenchFlags& b) {
@@ -280,12 +300,14 @@ void add_bench_command(CLI::App& app) {
   serve->add_option("--model", sf->model, "Model id (default: the server's)");
   serve->add_option("--api-key", sf->api_key, "Bearer key");
   add_bench_flags(*serve, sf->bench);
+  add_log_level_flag(*serve);
   add_soak_flags(*serve, *sf);
   serve->callback([sf] { run_bench_serve(*sf); });
   auto of = std::make_shared<OfflineBenchFlags>();
   CLI::App* offline = bench->add_subcommand("offline", "Benchmark the engine in-process (no HTTP)");
   add_engine_flags(*offline, of->engine);
   add_bench_flags(*offline, of->bench);
+  add_log_level_flag(*offline);
   offline->callback([of] { run_bench_offline(*of); });
 }
 

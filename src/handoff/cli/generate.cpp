@@ -16,6 +16,7 @@
 #include "handoff/cli/commands.h"
 #include "handoff/cli/engine_flags.h"
 #include "handoff/cli/flag_checks.h"
+#include "handoff/cli/log_flags.h"
 #include "handoff/cli/parallel_flags.h"
 #include "handoff/engine/dump.h"
 #include "handoff/engine/generator.h"
@@ -27,6 +28,7 @@
 #include "handoff/runtime/rank_launcher.h"
 #include "handoff/tensor/thread_pool.h"
 #include "handoff/text/chat_template.h"
+#include "handoff/text/stream_decoder.h"
 #include "handoff/text/tokenizer.h"
 
 namespace handoff::cli {
@@ -251,9 +253,28 @@ void run_generate(const GenerateArgs& args) {
         engine::Generator generator(*model, max_context);
         engine::Sampler sampler(args.seed);
         std::vector<engine::GenerationResult> mine;
-        for (size_t i = 0; i < prompts.size(); ++i)
-          mine.push_back(generator.run(prompts[i], options, sampler,
+        // The reporting rank prints the text as it is generated, not when the run is done.
+        const bool prints_text = tokenizer && comm.topology().rank == root;
+        for (size_t i = 0; i < prompts.size(); ++i) {
+          engine::GenerationOptions o = options;
+          std::optional<text::StreamDecoder> decoder;
+          if (prints_text) {
+            fmt::print("prompt text: {}\ngenerated text: ", tokenizer->decode(prompts[i]));
+            std::fflush(stdout);
+            decoder.emplace(*tokenizer);
+            o.on_token = [&](int32_t id) {
+              try {
+                fmt::print("{}", decoder->push(id));
+              } catch (const InputError&) {
+                // an id without text (a gap in the tokenizer's ids) shows nothing
+              }
+              std::fflush(stdout);
+            };
+          }
+          mine.push_back(generator.run(prompts[i], o, sampler,
                                        forced.empty() ? std::vector<int32_t>{} : forced[i]));
+          if (prints_text) fmt::print("{}\n", decoder->flush());
+        }
         // Under MPI each process holds its own rank's counts: gather them to the reporter.
         std::vector<comm::CommCounts> gathered =
             backend(args.parallel) == runtime::Backend::kMpi && ranks > 1
@@ -278,10 +299,6 @@ void run_generate(const GenerateArgs& args) {
     const auto& r = results[i];
     fmt::print("prompt {}: {} tokens -> generated: {}\n", i, r.prompt.size(),
                fmt::join(r.generated, ","));
-    if (tokenizer) {
-      fmt::print("prompt text: {}\n", tokenizer->decode(r.prompt));
-      fmt::print("generated text: {}\n", tokenizer->decode(r.generated));
-    }
     prefill_s += r.prefill_seconds;
     decode_s += r.decode_seconds;
     prefill_tokens += static_cast<int64_t>(r.prompt.size());
@@ -314,6 +331,7 @@ void run_generate(const GenerateArgs& args) {
 void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate tokens from a text or token-id prompt");
+  add_log_level_flag(*cmd);
   cmd->add_option("--model", args->model_dir, "Model folder (config.json + safetensors)")
       ->required();
   cmd->add_option("--prompt-ids", args->prompt_ids, "Comma-separated prompt token ids");

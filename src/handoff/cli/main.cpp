@@ -7,15 +7,37 @@
 
 #include "handoff/cli/commands.h"
 #include "handoff/error.h"
+#include "handoff/ops/cpu_features.h"
+#include "handoff/version.h"
 
 namespace {
 constexpr int kUsageError = 2;
 constexpr int kRuntimeFailure = 1;
+
+// `handoff --version`: what was built, from which commit, and which kernels this CPU runs.
+std::string version_text() {
+  using handoff::ops::isa_name;
+  std::string isa;
+  try {
+    isa = isa_name(handoff::ops::kernel_isa());
+  } catch (const std::exception& e) {
+    isa = std::string("(") + e.what() + ")";  // a bad HANDOFF_ISA: shown, not fatal here
+  }
+#if defined(__clang__)
+  const char* compiler = "clang ";
+#else
+  const char* compiler = "gcc ";
+#endif
+  return handoff::version_line() + "\ncompiler: " + compiler + __VERSION__ +
+         "\ncpu features: " + isa_name(handoff::ops::cpu_max_isa()) + " (widest this CPU has)" +
+         "\nkernels: " + isa + " (HANDOFF_ISA may cap them)";
+}
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Handoff: GLM-5 / DeepSeek-V3.2 inference with TP x SP x PP"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", version_text);
   handoff::cli::add_generate_command(app);
   handoff::cli::add_make_model_command(app);
   handoff::cli::add_plan_command(app);

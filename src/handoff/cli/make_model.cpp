@@ -7,6 +7,7 @@
 
 #include "handoff/cli/commands.h"
 #include "handoff/cli/flag_checks.h"
+#include "handoff/cli/log_flags.h"
 #include "handoff/error.h"
 #include "handoff/model/model_maker.h"
 #include "handoff/text/tokenizer.h"
@@ -77,6 +78,7 @@ void add_make_model_command(CLI::App& app) {
       "make-model",
       "Write a random-weight checkpoint (config.json + model.safetensors). The --out folder "
       "must be missing, empty, or hold only a previous model, which is replaced.");
+  add_log_level_flag(*cmd);
   cmd->add_option("--family", flags->family, "glm_moe_dsa | deepseek_v32 | deepseek_v3")
       ->capture_default_str();
   cmd->add_option("--preset", flags->preset, "tiny | small-text | demo | bench-moe")->required();

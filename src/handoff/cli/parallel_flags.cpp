@@ -14,8 +14,8 @@ constexpr int64_t kMaxRanksPerDim = 1024;
 }  // namespace
 
 void add_parallel_flags(CLI::App& cmd, ParallelFlags& f, bool with_runtime) {
-  cmd.add_option("--tp", f.tp, "Tensor-parallel ranks per stage");
-  cmd.add_option("--pp", f.pp, "Pipeline stages");
+  cmd.add_option("--tp,--tensor-parallel-size", f.tp, "Tensor-parallel ranks per stage");
+  cmd.add_option("--pp,--pipeline-parallel-size", f.pp, "Pipeline stages");
   cmd.add_option("--sp", f.sp, "Sequence parallelism (FlashComm1) inside stages: on|off")
       ->check(CLI::IsMember({"on", "off"}));
   cmd.add_option("--pp-boundary", f.pp_boundary,

@@ -13,10 +13,13 @@
 #include "handoff/cli/commands.h"
 #include "handoff/cli/engine_flags.h"
 #include "handoff/cli/flag_checks.h"
+#include "handoff/cli/log_flags.h"
 #include "handoff/error.h"
 #include "handoff/log.h"
 #include "handoff/serve/http_server.h"
+#include "handoff/serve/stats_reporter.h"
 #include "handoff/text/chat_template.h"
+#include "handoff/version.h"
 
 namespace handoff::cli {
 namespace {
@@ -27,7 +30,9 @@ struct ServeFlags {
   int port = 8000;
   std::string served_model_name;
   std::string api_key;
+  std::vector<std::string> allowed_origins;
   int http_threads = 64;
+  double log_stats_interval = 10.0;
   double drain_timeout = 30.0;
   int max_connections = 512;
   double header_timeout = 10.0;
@@ -55,6 +60,10 @@ serve::ServerOptions server_options(const ServeFlags& f) {
   so.host = f.host;
   so.port = f.port;
   so.api_key = f.api_key;
+  for (const std::string& origin : f.allowed_origins)
+    if (origin != "*" && origin.find("://") == std::string::npos)
+      fail_input("--allowed-origins: '{}' is not an origin (scheme://host[:port], or *)", origin);
+  so.allowed_origins = f.allowed_origins;
   so.drain_timeout = seconds_flag("--drain-timeout", f.drain_timeout);
   serve::HttpLoopOptions& http = so.http;
   http.threads = f.http_threads;
@@ -86,6 +95,10 @@ void run_serve(const ServeFlags& f) {
   std::signal(SIGPIPE, SIG_IGN);  // a client that left must not kill the server
 
   const serve::ServerOptions so = server_options(f);
+  const std::optional<std::chrono::milliseconds> stats_interval =
+      f.log_stats_interval == 0.0
+          ? std::nullopt
+          : std::optional(seconds_flag("--log-stats-interval", f.log_stats_interval));
   if (is_mpi_worker_rank(f.engine)) {
     // Another rank of an mpirun job: no socket; its part of every step until rank 0 stops.
     // SIGTERM stays blocked here: mpirun forwards it to every rank, and rank 0 drains first.
@@ -118,6 +131,9 @@ void run_serve(const ServeFlags& f) {
   ctx.chat_template = chat_template.get();
   ctx.max_model_len = loaded.engine->options().max_model_len;
   ctx.vocab_size = loaded.engine->config().vocab_size;
+  // Changes when the build or the numerics do (a client comparing outputs can tell).
+  ctx.system_fingerprint =
+      fmt::format("fp_handoff-{}-{}-{}", version(), git_commit(), f.engine.dtype);
 
   if (so.host != "127.0.0.1" && so.host != "localhost" && so.host != "::1" && so.api_key.empty())
     log::warn("listening on {} without --api-key", so.host);
@@ -126,6 +142,8 @@ void run_serve(const ServeFlags& f) {
   // non-zero, so a supervisor or mpirun sees it.
   loaded.engine->on_failure([](const std::string&) { kill(getpid(), SIGTERM); });
   loaded.engine->start();
+  std::optional<serve::StatsReporter> stats_reporter;
+  if (stats_interval) stats_reporter.emplace(*loaded.engine, *stats_interval);
   serve::HttpServer server(so, *loaded.engine, ctx);
   std::thread waiter([&] {
     int sig = 0;
@@ -147,6 +165,7 @@ void run_serve(const ServeFlags& f) {
     throw;
   }
   waiter.join();
+  stats_reporter.reset();
   loaded.engine->stop();
   if (const std::string failure = loaded.engine->failure(); !failure.empty())
     fail("the engine failed: {}", failure);
@@ -159,12 +178,23 @@ void add_serve_command(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
   add_engine_flags(*cmd, f->engine);
+  add_log_level_flag(*cmd);
   cmd->add_option("--host", f->host, "Address to listen on (loopback by default)")
       ->capture_default_str();
   cmd->add_option("--port", f->port, "Port, 0..65535 (0: any free port)")->capture_default_str();
   cmd->add_option("--served-model-name", f->served_model_name,
                   "Model id in the API (default: the model folder's name)");
-  cmd->add_option("--api-key", f->api_key, "Require 'Authorization: Bearer KEY'");
+  cmd->add_option("--api-key", f->api_key,
+                  "Require 'Authorization: Bearer KEY' (also from the environment variable "
+                  "HANDOFF_API_KEY)")
+      ->envname("HANDOFF_API_KEY");
+  cmd->add_option("--allowed-origins", f->allowed_origins,
+                  "Origins browsers may call from (CORS), e.g. https://app.example.com; * for "
+                  "any; none by default (no CORS headers)")
+      ->delimiter(',');
+  cmd->add_option("--log-stats-interval", f->log_stats_interval,
+                  "Seconds between throughput lines while busy (0: none)")
+      ->capture_default_str();
   cmd->add_option("--http-threads", f->http_threads,
                   "HTTP worker threads, 1..1024 (>= concurrent streams; /health and /metrics "
                   "never wait for one)")

@@ -26,7 +26,13 @@ double gauge(std::string_view text, std::string_view name) {
   size_t at = 0;
   while ((at = text.find(name, at)) != std::string_view::npos) {
     const bool line_start = at == 0 || text[at - 1] == '\n';
-    const size_t after = at + name.size();
+    size_t after = at + name.size();
+    // The series' labels (the server's model_name), if any.
+    if (line_start && after < text.size() && text[after] == '{') {
+      const size_t close = text.find('}', after);
+      if (close == std::string_view::npos) return -1;
+      after = close + 1;
+    }
     if (line_start && after < text.size() && text[after] == ' ') {
       const size_t end = text.find('\n', after);
       const std::string value(text.substr(

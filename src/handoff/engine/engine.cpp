@@ -103,7 +103,10 @@ std::shared_ptr<RequestStream> Engine::submit(Request request) {
   const uint64_t id = next_id_++;
   auto stream = std::make_shared<RequestStream>(id);
   auto seq = std::make_unique<Sequence>(id, std::move(request), stream);
-  if (tokenizer_ != nullptr) seq->decoder = std::make_unique<text::StreamDecoder>(*tokenizer_);
+  if (tokenizer_ != nullptr)
+    seq->decoder = std::make_unique<text::StreamDecoder>(
+        *tokenizer_, text::DecodeOptions{seq->request.skip_special_tokens,
+                                         seq->request.spaces_between_special_tokens});
   if (seq->request.sampling.repetition_penalty != 1.0f) {
     seq->penalties.seen.assign(static_cast<size_t>(vocab), false);
     for (int32_t id2 : seq->tokens) seq->penalties.seen[static_cast<size_t>(id2)] = true;
@@ -215,6 +218,12 @@ bool Engine::step() {
     chunks.push_back({std::span<const int32_t>(c.seq->tokens.data() + c.start,
                                                static_cast<size_t>(c.num_tokens)),
                       c.start, &c.seq->blocks, false});
+  const auto step_start = Clock::now();
+  int64_t step_tokens = 0;
+  for (const ScheduledChunk& c : plan) {
+    step_tokens += c.num_tokens;
+    if (!c.seq->first_scheduled) c.seq->first_scheduled = step_start;
+  }
   const tensor::Tensor logits = executor_->step(chunks);
   const int64_t vocab = executor_->config().vocab_size;
   uint64_t prompt_tokens = 0;
@@ -230,6 +239,7 @@ bool Engine::step() {
     std::lock_guard lock(mutex_);
     stats_.prompt_tokens += prompt_tokens;
     ++stats_.steps;
+    stats_.iteration_tokens.observe(static_cast<double>(step_tokens));
   }
   for (const ScheduledChunk& c : plan)
     if (c.seq->finished) scheduler_.remove(c.seq->id);
@@ -288,6 +298,7 @@ void Engine::sample(Sequence& seq, const float* logits) {
     else
       stats_.ttft.observe(seconds(now - seq.arrival));
   }
+  if (!seq.first_token_time) seq.first_token_time = now;
   seq.last_token_time = now;
 
   RequestEvent event;
@@ -348,10 +359,22 @@ void Engine::finish(Sequence& seq, RequestEvent& event, const std::string& reaso
   event.finish_reason = reason;
   event.prompt_tokens = seq.prompt_len;
   event.completion_tokens = seq.num_generated();
+  const auto now = Clock::now();
+  const auto scheduled = seq.first_scheduled.value_or(now);
+  event.queue_s = seconds(scheduled - seq.arrival);
+  event.ttft_s = seq.first_token_time ? seconds(*seq.first_token_time - seq.arrival) : 0.0;
+  event.e2e_s = seconds(now - seq.arrival);
   {
     std::lock_guard lock(mutex_);
     ++stats_.finished[reason];
-    stats_.e2e.observe(seconds(Clock::now() - seq.arrival));
+    stats_.e2e.observe(event.e2e_s);
+    stats_.queue_time.observe(event.queue_s);
+    if (seq.first_token_time) {
+      stats_.prefill_time.observe(seconds(*seq.first_token_time - scheduled));
+      stats_.decode_time.observe(seconds(now - *seq.first_token_time));
+    }
+    stats_.request_prompt_tokens.observe(static_cast<double>(seq.prompt_len));
+    stats_.request_generation_tokens.observe(static_cast<double>(seq.num_generated()));
     --in_flight_;
   }
   seq.stream->push(std::move(event));

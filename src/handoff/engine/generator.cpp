@@ -106,6 +106,7 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt,
     }
     const int32_t fed = forced.empty() ? sampled : forced[static_cast<size_t>(step)];
     result.generated.push_back(sampled);
+    if (options.on_token) options.on_token(sampled);
     model::SequenceChunk c{std::span<const int32_t>(&fed, 1), prompt_len + step, &table, false};
     logits = forward(options, c, tr);
     if (options.record) {

@@ -3,6 +3,7 @@
 // step, greedy or sampled, optionally teacher-forced, optionally recording everything a golden
 // comparison needs.
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "handoff/cache/block_manager.h"
@@ -24,6 +25,8 @@ struct GenerationOptions {
   // `fail_at_step` (0-based, counting every forward this generator ran).
   int fail_rank = -1;
   int64_t fail_at_step = -1;
+  // Called with each generated token as soon as it is sampled (e.g. to print it).
+  std::function<void(int32_t)> on_token;
 };
 
 struct GenerationResult {

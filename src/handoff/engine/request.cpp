@@ -36,6 +36,9 @@ bool RequestStream::collect(RequestEvent& all, std::chrono::milliseconds timeout
     if (e.finish_reason || !e.error.empty()) {
       all.finish_reason = e.finish_reason;
       all.error = e.error;
+      all.queue_s = e.queue_s;
+      all.ttft_s = e.ttft_s;
+      all.e2e_s = e.e2e_s;
       return true;
     }
     timeout = std::chrono::milliseconds(0);  // drain what is queued, then report progress

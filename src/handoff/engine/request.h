@@ -22,6 +22,10 @@ struct Request {
   std::vector<int32_t> stop_token_ids;  // besides eos
   bool ignore_eos = false;
   int top_logprobs = -1;  // -1: no logprobs; 0..20: the sampled token's + this many
+  // How special tokens show in the text (vLLM's defaults: dropped). A tool-call parser that
+  // needs special tokens turns skipping off for its request.
+  bool skip_special_tokens = true;
+  bool spaces_between_special_tokens = true;
 };
 
 struct TopLogprob {
@@ -45,6 +49,9 @@ struct RequestEvent {
   std::string error;                         // set when the engine failed the request
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  // On the final event: seconds from arrival to the first step (queue), to the first token
+  // (ttft; 0 when none came) and to the finish (e2e).
+  double queue_s = 0, ttft_s = 0, e2e_s = 0;
 };
 
 // The engine thread pushes, one client thread pops. Thread-safe.

@@ -40,6 +40,8 @@ struct Sequence {
   bool finished = false;
 
   std::chrono::steady_clock::time_point arrival = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> first_scheduled;  // its first step
+  std::optional<std::chrono::steady_clock::time_point> first_token_time;
   std::optional<std::chrono::steady_clock::time_point> last_token_time;
 
   int64_t num_generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }

@@ -40,6 +40,17 @@ struct EngineStats {
   Histogram ttft{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
   Histogram inter_token{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
   Histogram e2e{{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}};
+  // Where each finished request's time went, as vLLM splits it: arrival to its first step
+  // (queue), first step to first token (prefill), first token to finish (decode).
+  Histogram queue_time{{0.001, 0.005, 0.01, 0.05, 0.1, 0.3, 0.5, 1, 2.5, 5, 10, 30, 60, 120}};
+  Histogram prefill_time{{0.005, 0.01, 0.025, 0.05, 0.1, 0.3, 0.5, 1, 2.5, 5, 10, 30, 60}};
+  Histogram decode_time{{0.01, 0.05, 0.1, 0.3, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}};
+  // Tokens per finished request, and tokens (prompt + generated) fed per engine step.
+  Histogram request_prompt_tokens{
+      {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000}};
+  Histogram request_generation_tokens{
+      {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000, 100000}};
+  Histogram iteration_tokens{{1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}};
 };
 
 }  // namespace handoff::engine

@@ -35,7 +35,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   const Checkpoint checkpoint = Checkpoint::open(dir, c);
   // One progress line for a one-rank load; ranks of a parallel run each load a part.
   std::optional<LoadProgress> progress;
-  if (tp * options.parallel.pp == 1) progress.emplace(checkpoint.total_bytes());
+  if (tp * options.parallel.pp == 1) progress.emplace("loading weights", checkpoint.total_bytes());
   WeightLoaderOptions wo;
   wo.progress = progress ? &*progress : nullptr;
   wo.row_independent = options.batch_invariant;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "handoff/error.h"
+#include "handoff/model/load_progress.h"
 #include "handoff/model/safetensors.h"
 #include "handoff/tensor/tensor.h"
 #include "handoff/tensor/thread_pool.h"
@@ -341,6 +342,7 @@ MakeModelResult make_model(const MakeModelOptions& options) {
   for (const TensorSpec& spec : specs)
     max_bytes = std::max(max_bytes, stored_bytes(spec, options.dtype));
   std::vector<float> scratch((max_bytes + sizeof(float) - 1) / sizeof(float));
+  LoadProgress progress("writing weights", total_bytes, specs.size());
   for (size_t s = 0; s < shards.size(); ++s) {
     const std::string file = shards.size() == 1 ? "model.safetensors"
                                                 : fmt::format("model-{:05d}-of-{:05d}.safetensors",
@@ -360,9 +362,11 @@ MakeModelResult make_model(const MakeModelOptions& options) {
       writer.write(t.name, scratch.data(),
                    static_cast<size_t>(tensor::shape_numel(t.shape)) * tensor::dtype_size(t.dtype));
       weight_map[t.name] = file;
+      progress.advance(stored_bytes(*shards[s][k], options.dtype));
     }
     writer.close();
   }
+  progress.finish();
   if (shards.size() > 1) {
     nlohmann::ordered_json index;
     index["metadata"] = {{"total_size", total_bytes}};

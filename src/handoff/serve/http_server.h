@@ -1,6 +1,8 @@
 #pragma once
 // The OpenAI-compatible HTTP front of an Engine: /v1/completions and /v1/chat/completions
-// (plain and SSE), /v1/models, /health, /metrics. Errors become OpenAI error objects.
+// (plain and SSE), /v1/models[/{id}], /tokenize, /detokenize, /version, /health, /metrics.
+// Errors become OpenAI error objects. Every routed response carries X-Request-Id and, for
+// allowed origins, the CORS headers.
 // Connections, deadlines and limits are the HttpConnectionLoop's; this file is the routes.
 #include <atomic>
 #include <chrono>
@@ -9,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "handoff/engine/engine.h"
 #include "handoff/serve/http_connection_loop.h"
@@ -21,6 +24,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;  // empty: no authentication
+  // Origins browsers may call from (CORS); "*" allows any; empty: no CORS headers at all.
+  std::vector<std::string> allowed_origins;
   HttpLoopOptions http;
   std::chrono::milliseconds drain_timeout{30'000};
 };
@@ -40,8 +45,11 @@ class HttpServer {
 
  private:
   std::optional<HttpResponse> answer_inline(const HttpRequest& request);
+  std::optional<HttpResponse> route_inline(const HttpRequest& request);
   void answer_on_worker(HttpExchange& exchange);
-  void generate(Endpoint endpoint, HttpExchange& exchange);
+  void generate(Endpoint endpoint, HttpExchange& exchange, const std::string& request_id);
+  // The CORS headers for the request's Origin (none when it is absent or not allowed).
+  HttpHeaders cors_headers(const HttpRequest& request) const;
   void count(const std::string& endpoint, int status);
 
   ServerOptions options_;

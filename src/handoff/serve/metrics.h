@@ -17,7 +17,8 @@ struct HttpCounts {
 // This process's resident set (/proc/self/statm), in bytes; 0 where it cannot be read.
 double process_resident_bytes();
 
+// Every series carries model_name="<served model>" (vLLM's label), first among its labels.
 std::string render_metrics(const engine::EngineStats& stats, const HttpCounts& http,
-                           const comm::CommCounts& comm);
+                           const comm::CommCounts& comm, const std::string& model_name);
 
 }  // namespace handoff::serve

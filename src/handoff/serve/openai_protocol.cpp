@@ -1,6 +1,7 @@
 #include "handoff/serve/openai_protocol.h"
 
 #include <cmath>
+#include <random>
 #include <set>
 
 namespace handoff::serve {
@@ -36,6 +37,11 @@ bool boolean(const json& body, const char* key, bool fallback) {
   if (!body.contains(key) || body[key].is_null()) return fallback;
   if (!body[key].is_boolean()) bad(key, fmt::format("'{}' must be a boolean", key));
   return body[key].get<bool>();
+}
+
+uint64_t random_seed() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
 std::vector<int32_t> token_list(const json& v, const char* key, int64_t vocab) {
@@ -125,11 +131,14 @@ const std::set<std::string> kCommon = {"model",
                                        "stream",
                                        "stream_options",
                                        "user",
-                                       "logprobs"};
+                                       "logprobs",
+                                       "skip_special_tokens",
+                                       "spaces_between_special_tokens",
+                                       "add_special_tokens"};
 const std::set<std::string> kCompletionsOnly = {"prompt", "echo", "best_of", "suffix"};
 const std::set<std::string> kChatOnly = {
-    "messages",    "max_completion_tokens", "top_logprobs",        "tools",
-    "tool_choice", "response_format",       "chat_template_kwargs"};
+    "messages",    "max_completion_tokens", "top_logprobs",         "tools",
+    "tool_choice", "response_format",       "chat_template_kwargs", "add_generation_prompt"};
 
 }  // namespace
 
@@ -157,6 +166,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
 
   ParsedRequest p;
   p.endpoint = endpoint;
+  p.system_fingerprint = ctx.system_fingerprint;
   if (body.contains("model")) {
     if (!body["model"].is_string()) bad("model", "'model' must be a string");
     p.model = body["model"].get<std::string>();
@@ -178,7 +188,14 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
   s.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2.0, 2.0, 0.0));
   s.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2.0, 2.0, 0.0));
   s.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 1e-3, 100.0, 1.0));
-  r.seed = static_cast<uint64_t>(integer(body, "seed", INT64_MIN, INT64_MAX, 0));
+  // Without a seed every request samples differently (as OpenAI and vLLM do); with one, the
+  // same request samples the same tokens.
+  if (body.contains("seed") && !body["seed"].is_null())
+    r.seed = static_cast<uint64_t>(integer(body, "seed", INT64_MIN, INT64_MAX, 0));
+  else
+    r.seed = random_seed();
+  r.skip_special_tokens = boolean(body, "skip_special_tokens", true);
+  r.spaces_between_special_tokens = boolean(body, "spaces_between_special_tokens", true);
   r.ignore_eos = boolean(body, "ignore_eos", false);
   p.stream = boolean(body, "stream", false);
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
@@ -231,7 +248,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
       if (ctx.tokenizer == nullptr) bad("prompt", "this model has no tokenizer: send token ids");
       const auto& text = prompt.get_ref<const std::string&>();
       check_text_bytes(text.size(), "prompt", ctx);
-      r.prompt = ctx.tokenizer->encode(text, true);
+      r.prompt = ctx.tokenizer->encode(text, boolean(body, "add_special_tokens", true));
       check_token_count(r.prompt.size(), "prompt", ctx);
     } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
       check_token_count(prompt.size(), "prompt", ctx);
@@ -259,7 +276,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
     if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
       throw ApiError(400, "'messages' must be a non-empty list", "messages");
     text::ChatRequest chat_req;
-    chat_req.add_generation_prompt = true;
+    chat_req.add_generation_prompt = boolean(body, "add_generation_prompt", true);
     static const std::set<std::string> kRoles = {"system", "user", "assistant", "tool",
                                                  "developer"};
     for (size_t i = 0; i < body["messages"].size(); ++i) {
@@ -269,6 +286,8 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
         bad(fmt::format("messages[{}].role", i),
             "each message needs a role: system, user, assistant, tool or developer");
       nlohmann::ordered_json om(m);  // a direct copy (depth already bounded by the parse)
+      // OpenAI's newer name for system instructions; templates only know "system".
+      if (om["role"] == "developer") om["role"] = "system";
       om["content"] = message_text(m.value("content", json(nullptr)), i);
       chat_req.messages.push_back(std::move(om));
     }
@@ -283,9 +302,9 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
     } catch (const InputError& e) {
       bad("messages", fmt::format("the chat template failed: {}", e.what()));
     }
-    // The template writes the BOS itself.
+    // The template writes the BOS itself (add_special_tokens adds the tokenizer's as well).
     check_text_bytes(rendered.size(), "messages", ctx);
-    r.prompt = ctx.tokenizer->encode(rendered, false);
+    r.prompt = ctx.tokenizer->encode(rendered, boolean(body, "add_special_tokens", false));
     check_token_count(r.prompt.size(), "messages", ctx);
     const int64_t fallback =
         std::max<int64_t>(1, ctx.max_model_len - static_cast<int64_t>(r.prompt.size()));
@@ -371,6 +390,7 @@ nlohmann::json make_response(const ParsedRequest& p, const std::string& id, int6
           {"object", chat ? "chat.completion" : "text_completion"},
           {"created", created},
           {"model", p.model},
+          {"system_fingerprint", p.system_fingerprint},
           {"choices", json::array({choice})},
           {"usage", usage(all.prompt_tokens, all.completion_tokens)}};
 }
@@ -390,6 +410,7 @@ nlohmann::json make_chunk(const ParsedRequest& p, const std::string& id, int64_t
                 {"object", chat ? "chat.completion.chunk" : "text_completion"},
                 {"created", created},
                 {"model", p.model},
+                {"system_fingerprint", p.system_fingerprint},
                 {"choices", json::array({choice})}};
   if (p.include_usage) chunk["usage"] = nullptr;
   return chunk;
@@ -400,6 +421,7 @@ nlohmann::json make_role_chunk(const ParsedRequest& p, const std::string& id, in
                 {"object", "chat.completion.chunk"},
                 {"created", created},
                 {"model", p.model},
+                {"system_fingerprint", p.system_fingerprint},
                 {"choices", json::array({{{"index", 0},
                                           {"delta", {{"role", "assistant"}, {"content", ""}}},
                                           {"logprobs", nullptr},
@@ -415,6 +437,7 @@ nlohmann::json make_usage_chunk(const ParsedRequest& p, const std::string& id, i
           {"object", chat ? "chat.completion.chunk" : "text_completion"},
           {"created", created},
           {"model", p.model},
+          {"system_fingerprint", p.system_fingerprint},
           {"choices", json::array()},
           {"usage", usage(prompt_tokens, completion_tokens)}};
 }

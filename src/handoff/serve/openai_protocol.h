@@ -20,7 +20,8 @@ struct ParsedRequest {
   std::string model;
   bool stream = false;
   bool include_usage = false;
-  bool logprobs = false;  // chat: logprobs: true; completions: logprobs: N
+  bool logprobs = false;           // chat: logprobs: true; completions: logprobs: N
+  std::string system_fingerprint;  // from ProtocolContext, for every body built for it
 };
 
 struct ProtocolContext {
@@ -29,6 +30,8 @@ struct ProtocolContext {
   const text::ChatTemplate* chat_template = nullptr;
   int64_t max_model_len = 0;
   int64_t vocab_size = 0;
+  // Names the build and setup that answers ("system_fingerprint" of every response).
+  std::string system_fingerprint;
 };
 
 // Deepest nesting of arrays and objects a request body may have. Every later step (copies,

@@ -97,6 +97,10 @@ Tokenizer::Tokenizer(const nlohmann::json& tokenizer_json, const nlohmann::json&
       // An added token decodes to its literal content, even where the vocab also spells it.
       id_bytes_[token.id] = token.content;
       id_known_[token.id] = true;
+      if (token.special) {
+        if (id_special_.size() <= static_cast<size_t>(token.id)) id_special_.resize(token.id + 1);
+        id_special_[token.id] = true;
+      }
       added.push_back(std::move(token));
     }
     added_ = std::make_unique<AddedTokenMatcher>(std::move(added));

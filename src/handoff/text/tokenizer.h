@@ -31,6 +31,12 @@ class Tokenizer {
   // The bytes of one id; throws InputError when it is unknown.
   const std::string& token_bytes(int32_t id) const;
 
+  // Whether `id` is an added token marked "special" (BOS, EOS, padding, placeholders): the ones
+  // skip_special_tokens drops from output text. Ids outside the vocabulary are not special.
+  bool is_special(int32_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < id_special_.size() && id_special_[id];
+  }
+
   int32_t vocab_size() const { return static_cast<int32_t>(id_bytes_.size()); }
   std::optional<int32_t> bos_id() const { return bos_id_; }
   std::optional<int32_t> eos_id() const { return eos_id_; }
@@ -50,6 +56,7 @@ class Tokenizer {
   std::unique_ptr<AddedTokenMatcher> added_;
   std::vector<std::string> id_bytes_;
   std::vector<bool> id_known_;
+  std::vector<bool> id_special_;
   std::optional<int32_t> bos_id_, eos_id_;
   bool add_bos_ = false, add_eos_ = false;
   size_t max_bytes_per_token_ = 0;
