@@ -28,7 +28,8 @@ class ScriptedExecutor : public runtime::Executor {
   explicit ScriptedExecutor(std::chrono::milliseconds step_time = 0ms)
       : config_(model::load_config(kConfig)), step_time_(step_time) {}
   const model::ModelConfig& config() const override { return config_; }
-  tensor::Tensor step(const std::vector<model::SequenceChunk>& chunks) override {
+  tensor::Tensor step(const runtime::Step& step) override {
+    const std::vector<model::SequenceChunk>& chunks = step.chunks;
     std::this_thread::sleep_for(step_time_);
     const int64_t vocab = config_.vocab_size;
     auto logits =

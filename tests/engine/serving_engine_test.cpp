@@ -73,19 +73,27 @@ struct Run {
   std::vector<std::vector<int32_t>> tokens;
 };
 
-std::unique_ptr<Engine> make_engine(int64_t num_blocks, int64_t budget = 512) {
+std::unique_ptr<Engine> make_engine(const EngineOptions& o) {
   model::LoadOptions load;
   load.dtype = tensor::DType::kF32;
   load.batch_invariant = true;
   auto model = model::Model::load(kModel, load);
+  auto exec = std::make_unique<runtime::SingleRankExecutor>(
+      std::make_unique<runtime::Worker>(std::move(model),
+                                        runtime::WorkerOptions{o.num_blocks, o.block_size,
+                                                               o.scheduler.max_num_batched_tokens}));
+  return std::make_unique<Engine>(o, std::move(exec), nullptr);
+}
+
+std::unique_ptr<Engine> make_engine(int64_t num_blocks, int64_t budget = 512,
+                                    bool prefix_caching = true) {
   EngineOptions o;
   o.block_size = 4;
   o.num_blocks = num_blocks;
   o.max_model_len = std::min<int64_t>(64, num_blocks * o.block_size);
   o.scheduler.max_num_batched_tokens = budget;
-  auto exec = std::make_unique<runtime::SingleRankExecutor>(std::make_unique<runtime::Worker>(
-      std::move(model), runtime::WorkerOptions{o.num_blocks, o.block_size, budget}));
-  return std::make_unique<Engine>(o, std::move(exec), nullptr);
+  o.prefix_caching = prefix_caching;
+  return make_engine(o);
 }
 
 std::vector<int32_t> prompt(int i) {
@@ -156,6 +164,156 @@ TEST(ServingEngineTest, StopTokenIdsAndMaxTokensAndCancel) {
   engine->cancel(cancelled->id());
   engine->run_until_idle();
   EXPECT_EQ(*cancelled->wait_all().finish_reason, "abort");
+}
+
+// Prompts that share leading blocks in several ways: the same system prompt, one prompt the
+// prefix of another, a repeat, block-aligned and not.
+std::vector<std::vector<int32_t>> shared_prefix_prompts() {
+  std::vector<int32_t> system;
+  for (int j = 0; j < 13; ++j) system.push_back((31 * j + 11) % 256);
+  std::vector<std::vector<int32_t>> out;
+  for (int i = 0; i < 8; ++i) {
+    std::vector<int32_t> p = system;
+    for (int j = 0; j < 1 + i % 5; ++j) p.push_back((7 * i + 3 * j + 1) % 256);
+    out.push_back(p);
+  }
+  out.push_back(out[2]);                                             // a repeat
+  out.push_back(std::vector<int32_t>(system.begin(), system.begin() + 8));  // block-aligned prefix
+  out.push_back(std::vector<int32_t>(system.begin(), system.begin() + 9));
+  return out;
+}
+
+std::vector<std::vector<int32_t>> run_prompts(Engine& engine,
+                                              const std::vector<std::vector<int32_t>>& prompts,
+                                              bool one_at_a_time) {
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& p : prompts) {
+    Request r;
+    r.prompt = p;
+    r.max_tokens = 6;
+    streams.push_back(engine.submit(r));
+    if (one_at_a_time) engine.run_until_idle();
+  }
+  engine.run_until_idle();
+  for (auto& s : streams) out.push_back(s->wait_all().tokens);
+  return out;
+}
+
+TEST(ServingEnginePrefixCache, SameGreedyTokensWithAndWithoutAtF32) {
+  const auto prompts = shared_prefix_prompts();
+  auto off = make_engine(256, 512, /*prefix_caching=*/false);
+  const auto expected = run_prompts(*off, prompts, true);
+  EXPECT_EQ(off->stats().prefix_cache_queries, 0u);
+  // One at a time (every later prompt finds the earlier ones' blocks), then all at once in small
+  // chunked steps, then under preemption in a cache too small for all of them.
+  for (auto [blocks, budget, alone] : {std::tuple{256, 512, true}, std::tuple{256, 7, false},
+                                       std::tuple{14, 512, false}}) {
+    SCOPED_TRACE(testing::Message() << blocks << " blocks, budget " << budget);
+    auto on = make_engine(blocks, budget, true);
+    EXPECT_EQ(run_prompts(*on, prompts, alone), expected);
+    // A second round: all of it repeats, everything but the last token of each is cached.
+    EXPECT_EQ(run_prompts(*on, prompts, alone), expected);
+    const EngineStats s = on->stats();
+    EXPECT_GT(s.prefix_cache_hits, 0u);
+    EXPECT_LE(s.prefix_cache_hits, s.prefix_cache_queries);
+    EXPECT_EQ(s.cache_blocks_used, 0);  // idle: cached blocks are not in use
+    if (blocks == 14) {
+      EXPECT_GT(s.preemptions, 0u);
+    }
+  }
+}
+
+TEST(ServingEnginePrefixCache, ASecondRequestWithTheSameSystemPromptComputesOnlyItsNewTokens) {
+  EngineOptions o;
+  o.block_size = 16;
+  o.num_blocks = 256;
+  o.max_model_len = 2048;
+  o.scheduler.max_num_batched_tokens = 2048;
+  auto engine = make_engine(o);
+  std::vector<int32_t> system;
+  for (int j = 0; j < 1000; ++j) system.push_back((37 * j + 5) % 250 + 2);
+  auto with_question = [&](int q) {
+    Request r;
+    r.prompt = system;
+    for (int j = 0; j < 16; ++j) r.prompt.push_back((q * 16 + j) % 250 + 2);
+    r.max_tokens = 2;
+    r.ignore_eos = true;
+    return r;
+  };
+  engine->submit(with_question(1));
+  engine->run_until_idle();
+  const EngineStats first = engine->stats();
+  EXPECT_EQ(first.prompt_tokens, 1016u);
+  EXPECT_EQ(first.prefix_cache_queries, 1016u);
+  EXPECT_EQ(first.prefix_cache_hits, 0u);
+  auto second = engine->submit(with_question(2));
+  engine->run_until_idle();
+  EXPECT_EQ(second->wait_all().tokens.size(), 2u);
+  const EngineStats s = engine->stats();
+  // 62 full blocks of 16 (992 tokens) come from the cache; the system prompt's last 8 tokens
+  // share their block with the question's 16, so 24 tokens are computed.
+  EXPECT_EQ(s.prefix_cache_hits - first.prefix_cache_hits, 992u);
+  EXPECT_EQ(s.prefix_cache_queries - first.prefix_cache_queries, 1016u);
+  EXPECT_EQ(s.prompt_tokens - first.prompt_tokens, 24u);
+}
+
+TEST(ServingEngineChoices, NChoicesShareThePromptAndEachSamplesAsItsOwnSeedAlone) {
+  // Temperature 1: the choices differ, so a choice writing into its sibling's prompt block
+  // (no copy-on-write) would change the other's later tokens.
+  auto engine = make_engine(256);
+  Request r;
+  r.prompt = prompt(3);
+  r.prompt.push_back(42);  // 9 tokens: the last block (of 4) is partial, shared by the forks
+  r.max_tokens = 10;
+  r.sampling.temperature = 1.0f;
+  r.seed = 1234;
+  r.n = 3;
+  auto stream = engine->submit(r);
+  engine->run_until_idle();
+  const std::vector<RequestEvent> choices = stream->wait_all_choices();
+  ASSERT_EQ(choices.size(), 3u);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(choices[k].index, k);
+    EXPECT_EQ(choices[k].tokens.size(), 10u);
+    EXPECT_EQ(*choices[k].finish_reason, "length");
+  }
+  EXPECT_NE(choices[0].tokens, choices[1].tokens);
+  EXPECT_NE(choices[1].tokens, choices[2].tokens);
+  const EngineStats s = engine->stats();
+  EXPECT_EQ(s.prompt_tokens, 9u);  // the prompt was computed once
+  EXPECT_EQ(s.cache_blocks_used, 0);
+  auto off = make_engine(256, 512, /*prefix_caching=*/false);
+  for (int k = 0; k < 3; ++k) {
+    Request alone = r;
+    alone.n = 1;
+    alone.seed = choice_seed(r.seed, k);
+    auto a = off->submit(alone);
+    off->run_until_idle();
+    EXPECT_EQ(a->wait_all().tokens, choices[k].tokens) << "choice " << k;
+  }
+}
+
+TEST(ServingEngineChoices, CancelAndMaxNumSeqsCoverEveryChoice) {
+  auto engine = make_engine(256);
+  Request r = greedy(2, 10);
+  r.n = 2;
+  auto cancelled = engine->submit(r);
+  engine->cancel(cancelled->id());  // before the prompt ran: the forks never exist
+  engine->run_until_idle();
+  const auto all = cancelled->wait_all_choices();
+  for (const auto& c : all) EXPECT_EQ(*c.finish_reason, "abort");
+  EXPECT_EQ(engine->in_flight(), 0);
+  auto running = engine->submit(r);
+  engine->step();
+  engine->step();  // forked by now
+  engine->cancel(running->id());
+  engine->run_until_idle();
+  for (const auto& c : running->wait_all_choices()) EXPECT_EQ(*c.finish_reason, "abort");
+  EXPECT_EQ(engine->in_flight(), 0);
+  EXPECT_EQ(engine->stats().cache_blocks_used, 0);
+  r.n = 65;  // more than max_num_seqs (64): they could never run side by side
+  EXPECT_THROW(engine->submit(r), InputError);
 }
 
 TEST(SamplingTest, PenaltiesMinPAndLogprobs) {

@@ -71,7 +71,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   event.prompt_tokens = static_cast<int64_t>(prompt.size());
   event.completion_tokens = static_cast<int64_t>(event.tokens.size());
   using handoff::serve::to_text;
-  (void)to_text(handoff::serve::make_response(parsed, "id", 0, event, ctx));
+  (void)to_text(handoff::serve::make_response(parsed, "id", 0, {event}, ctx));
   (void)to_text(handoff::serve::make_chunk(parsed, "id", 0, event, ctx));
   (void)to_text(handoff::serve::make_role_chunk(parsed, "id", 0));
   (void)to_text(handoff::serve::make_usage_chunk(parsed, "id", 0, 1, 1));

@@ -31,7 +31,7 @@ TEST(ServeObservability, RequestLinesStatsLinesAndLevels) {
   ASSERT_EQ(status_of(r), 200) << r;
   // The next tick logs the tokens (polled: a loaded machine may wake the reporter late).
   const std::regex stats_line(
-      R"(INFO Avg prompt throughput: \d+\.\d tokens/s, Avg generation throughput: \d+\.\d tokens/s, Running: \d+ reqs, Waiting: \d+ reqs, KV cache usage: \d+\.\d%, Prefix cache hit rate: n/a)");
+      R"(INFO Avg prompt throughput: \d+\.\d tokens/s, Avg generation throughput: \d+\.\d tokens/s, Running: \d+ reqs, Waiting: \d+ reqs, KV cache usage: \d+\.\d%, Prefix cache hit rate: 0\.0%)");
   for (int i = 0; i < 100 && !std::regex_search(server.log(), stats_line); ++i)
     std::this_thread::sleep_for(milliseconds(100));
   const std::string log = server.log();

@@ -2,7 +2,8 @@
 //   node openai_e2e.mjs URL   (URL like http://127.0.0.1:8000)
 // completion, chat, streaming chat with usage, 32 concurrent greedy streams equal to their
 // single-request outputs, bad parameters answered with OpenAI error objects, models.retrieve,
-// context overflow as 400 context_length_exceeded, X-Request-Id and system_fingerprint.
+// context overflow as 400 context_length_exceeded, X-Request-Id and system_fingerprint, n > 1
+// choices, batch prompts, a shared system prompt found in the prefix cache (counted on /metrics).
 // HANDOFF_E2E_RECORD=FILE writes the greedy texts to FILE; HANDOFF_E2E_EXPECT=FILE requires
 // them to equal FILE's (one layout's server against another's, e.g. MPI ranks vs threads).
 import OpenAI from "openai";
@@ -77,7 +78,90 @@ for (let i = single.length; i < prompts.length; ++i) {
 }
 console.log("32 concurrent streams == single requests: ok");
 
-const texts = { completion: completion.choices[0].text, chat: chat.choices[0].message.content, streams: concurrent.map((c) => c.text) };
+// n = 2: both choices (indices 0 and 1) share the prompt; at temperature 0 both are the greedy text.
+const two = await client.completions.create({ model, prompt: "The capital of France is", max_tokens: 8, temperature: 0, n: 2 });
+assert.deepEqual(two.choices.map((c) => c.index), [0, 1]);
+for (const c of two.choices) assert.equal(c.text, completion.choices[0].text, `choice ${c.index} is greedy`);
+assert.equal(two.usage.prompt_tokens, completion.usage.prompt_tokens, "the prompt counts once");
+assert.equal(two.usage.completion_tokens, 16);
+// Sampled, streamed chat with n = 2: every chunk names its choice; each choice finishes.
+{
+  const stream = await client.chat.completions.create({
+    model, messages: [{ role: "user", content: "Tell me a story." }], max_tokens: 12, temperature: 1, seed: 7, n: 2,
+    stream: true, stream_options: { include_usage: true },
+  });
+  const text = ["", ""], finish = [null, null], roles = [0, 0];
+  let usage = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      assert.ok(c.index === 0 || c.index === 1, `choice index ${c.index}`);
+      if (c.delta?.role) roles[c.index]++;
+      text[c.index] += c.delta?.content ?? "";
+      if (c.finish_reason) finish[c.index] = c.finish_reason;
+    }
+  }
+  assert.deepEqual(roles, [1, 1], "one role delta per choice");
+  assert.deepEqual(finish, ["length", "length"]);
+  assert.equal(usage.completion_tokens, 24);
+  const whole = await client.chat.completions.create({ model, messages: [{ role: "user", content: "Tell me a story." }], max_tokens: 12, temperature: 1, seed: 7, n: 2 });
+  assert.deepEqual(whole.choices.map((c) => c.message.content), text, "streamed n = 2 == whole n = 2 (same seed)");
+  console.log("n = 2 (plain, streamed chat): ok");
+}
+
+// A batch of prompts on /v1/completions: choice index = prompt index * n + choice.
+const batchPrompts = ["The capital of France is", "Hello there", "Request number 3: tell me about the sea."];
+const batch = await client.completions.create({ model, prompt: batchPrompts, max_tokens: 6, temperature: 0, n: 2 });
+assert.deepEqual(batch.choices.map((c) => c.index), [0, 1, 2, 3, 4, 5]);
+const batchAlone = [];
+let batchPromptTokens = 0;
+for (const p of batchPrompts) {
+  const one = await client.completions.create({ model, prompt: p, max_tokens: 6, temperature: 0 });
+  batchAlone.push(one.choices[0].text);
+  batchPromptTokens += one.usage.prompt_tokens;
+}
+for (const c of batch.choices) assert.equal(c.text, batchAlone[Math.floor(c.index / 2)], `batch choice ${c.index}`);
+assert.equal(batch.usage.prompt_tokens, batchPromptTokens);
+assert.equal(batch.usage.completion_tokens, 36);
+{
+  const stream = await client.completions.create({ model, prompt: batchPrompts, max_tokens: 6, temperature: 0, stream: true });
+  const text = ["", "", ""];
+  for await (const chunk of stream) for (const c of chunk.choices) text[c.index] += c.text;
+  assert.deepEqual(text, batchAlone, "streamed batch == each prompt alone");
+}
+console.log("batch prompts (plain, streamed, n = 2): ok");
+
+// A long shared system prompt: the second request finds it in the prefix cache and computes
+// only the rest (handoff_prompt_tokens_total counts computed prompt tokens).
+async function metric(name) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const m = text.match(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m"));
+  assert.ok(m, `/metrics has ${name}`);
+  return Number(m[1]);
+}
+const prefixCaching = !(process.env.HANDOFF_E2E_SERVE_FLAGS ?? "").includes("--no-prefix-caching");
+const system = Array.from({ length: 80 }, (_, i) => `Rule ${i}: answer briefly and politely.`).join(" ");
+const shared = [];
+for (const question of ["What is the capital of France?", "Name a large ocean."]) {
+  const before = { computed: await metric("handoff_prompt_tokens_total"), hits: await metric("handoff_prefix_cache_hits_total") };
+  const r = await client.chat.completions.create({ model, messages: [{ role: "system", content: system }, { role: "user", content: question }], max_tokens: 6, temperature: 0 });
+  const computed = (await metric("handoff_prompt_tokens_total")) - before.computed;
+  const hits = (await metric("handoff_prefix_cache_hits_total")) - before.hits;
+  assert.ok(r.usage.prompt_tokens > 600, `a long system prompt (${r.usage.prompt_tokens} tokens)`);
+  assert.equal(computed + hits, r.usage.prompt_tokens, "every prompt token computed or found cached");
+  if (shared.length === 1 && prefixCaching) {
+    assert.ok(hits >= r.usage.prompt_tokens - 40, `the system prompt came from the cache (${hits} of ${r.usage.prompt_tokens})`);
+    console.log(`shared system prompt: ${hits} of ${r.usage.prompt_tokens} prompt tokens from the prefix cache, ${computed} computed`);
+  } else if (!prefixCaching) {
+    assert.equal(hits, 0);
+  }
+  shared.push(r.choices[0].message.content);
+}
+
+const texts = {
+  completion: completion.choices[0].text, chat: chat.choices[0].message.content, streams: concurrent.map((c) => c.text),
+  n2: two.choices.map((c) => c.text), batch: batch.choices.map((c) => c.text), shared,
+};
 if (process.env.HANDOFF_E2E_RECORD) fs.writeFileSync(process.env.HANDOFF_E2E_RECORD, JSON.stringify(texts, null, 1));
 if (process.env.HANDOFF_E2E_EXPECT) {
   assert.deepEqual(texts, JSON.parse(fs.readFileSync(process.env.HANDOFF_E2E_EXPECT, "utf8")), "greedy texts equal the recorded server's");
@@ -97,7 +181,9 @@ async function expectError(status, body, param) {
 }
 await expectError(400, { temperature: 3 }, "temperature");
 await expectError(400, { top_p: 0 }, "top_p");
-await expectError(400, { n: 2 }, "n");
+await expectError(400, { n: 0 }, "n");
+await expectError(400, { n: 1000 }, "n");
+await expectError(400, { n: 100 });  // more than the server's --max-num-seqs (64)
 await expectError(400, { max_tokens: 0 }, "max_tokens");
 await expectError(400, { messages: [] }, "messages");
 await expectError(404, { model: "no-such-model" }, "model");

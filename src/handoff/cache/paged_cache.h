@@ -31,6 +31,8 @@ class PagedCache {
   float* index_key(int64_t layer, int64_t slot) {
     return row(index_key_, layer, slot, shape_.index_dim);
   }
+  // Copies every row of block `src` into block `dst`, in every layer (copy-on-write).
+  void copy_block(int32_t src, int32_t dst);
 
  private:
   float* row(std::vector<tensor::Tensor>& store, int64_t layer, int64_t slot, int64_t width) {

@@ -30,6 +30,7 @@ struct BenchFlags {
   int64_t num_prompts = 16;
   int64_t input_len = 128;
   int64_t output_len = 64;
+  int64_t shared_prefix_len = 0;  // leading prompt tokens every request shares
   uint64_t seed = 0;
   int32_t token_lo = 1000, token_hi = 30000;
 };
@@ -47,6 +48,22 @@ void check(const BenchFlags& b) {
   if (b.concurrency < 1) fail_input("--concurrency must be >= 1");
   if (b.num_prompts < 1) fail_input("--num-prompts must be >= 1");
   if (b.input_len < 1 || b.output_len < 1) fail_input("--input-len and --output-len must be >= 1");
+  if (b.shared_prefix_len < 0 || b.shared_prefix_len > b.input_len)
+    fail_input("--shared-prefix-len must be between 0 and --input-len ({}), got {}", b.input_len,
+               b.shared_prefix_len);
+}
+
+// Request i's prompt: the shared prefix (the same for every request), then its own tokens.
+std::vector<int32_t> bench_prompt(const BenchFlags& b, int64_t i, int32_t token_hi) {
+  std::vector<int32_t> prompt =
+      random_prompt(b.seed + static_cast<uint64_t>(i), b.input_len, b.token_lo, token_hi);
+  if (b.shared_prefix_len > 0) {
+    // A seed no request's own tokens use (those are seeded from b.seed + i).
+    const std::vector<int32_t> shared =
+        random_prompt(~b.seed, b.shared_prefix_len, b.token_lo, token_hi);
+    std::copy(shared.begin(), shared.end(), prompt.begin());
+  }
+  return prompt;
 }
 
 // One streamed /v1/completions request, timed per SSE event.
@@ -173,13 +190,13 @@ void run_soak_bench(const ServeBenchFlags& f) {
 }
 
 void run_bench_serve(const ServeBenchFlags& f) {
+  if (f.soak && f.bench.shared_prefix_len != 0)
+    fail_input("--shared-prefix-len does not apply to --soak (its prompts are random)");
   if (f.soak) return run_soak_bench(f);
   check(f.bench);
   const auto& b = f.bench;
-  const auto [timings, wall] = run_closed_loop(b, [&](int64_t i) {
-    return one_request(
-        f, random_prompt(b.seed + static_cast<uint64_t>(i), b.input_len, b.token_lo, b.token_hi));
-  });
+  const auto [timings, wall] = run_closed_loop(
+      b, [&](int64_t i) { return one_request(f, bench_prompt(b, i, b.token_hi)); });
   print_report("handoff bench serve " + f.url, timings, wall, b.concurrency);
   fail_on_errors(timings);
 }
@@ -199,9 +216,8 @@ void run_bench_offline(const OfflineBenchFlags& f) {
   const auto [timings, wall] = run_closed_loop(b, [&](int64_t i) {
     RequestTiming t;
     engine::Request r;
-    r.prompt =
-        random_prompt(b.seed + static_cast<uint64_t>(i), b.input_len, b.token_lo,
-                      std::min<int32_t>(b.token_hi, static_cast<int32_t>(eng.config().vocab_size)));
+    r.prompt = bench_prompt(
+        b, i, std::min<int32_t>(b.token_hi, static_cast<int32_t>(eng.config().vocab_size)));
     r.max_tokens = b.output_len;
     r.ignore_eos = true;
     const auto t0 = Clock::now();
@@ -243,6 +259,10 @@ void add_bench_flags(CLI::App& cmd, BenchFlags& b) {
   cmd.add_option("--num-prompts", b.num_prompts, "Requests in all")->capture_default_str();
   cmd.add_option("--input-len", b.input_len, "Prompt tokens (random ids)")->capture_default_str();
   cmd.add_option("--output-len", b.output_len, "Generated tokens (ignore_eos)")
+      ->capture_default_str();
+  cmd.add_option("--shared-prefix-len", b.shared_prefix_len,
+                 "Leading prompt tokens every request shares (of --input-len; the rest are "
+                 "its own): measures prefix caching")
       ->capture_default_str();
   cmd.add_option("--seed", b.seed, "Prompt seed")->capture_default_str();
 }

@@ -38,6 +38,9 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
       "--threads", [&f](const int& n) { f.threads = n; }, "Kernel threads (default: all cores)");
   cmd.add_flag("--no-check-weights", f.no_check_weights,
                "Skip the NaN/Inf scan of every weight at load (saves one pass over the weights)");
+  cmd.add_flag("--no-prefix-caching", f.no_prefix_caching,
+               "Do not keep full cache blocks for reuse by later requests that begin with the "
+               "same tokens (prefix caching is on by default)");
   add_parallel_flags(cmd, f.parallel, true);
   cmd.add_option("--fail-rank", f.fail_rank, "Fault injection: this world rank throws ...");
   cmd.add_option("--fail-at-step", f.fail_at_step, "... before running this step (0-based)");
@@ -76,6 +79,7 @@ engine::EngineOptions engine_options(const EngineFlags& f, const model::ModelCon
   eo.num_blocks = (f.kv_cache_tokens + f.block_size - 1) / f.block_size;
   eo.max_model_len = std::min<int64_t>(f.max_model_len, config.max_position_embeddings);
   eo.max_waiting = f.max_waiting;
+  eo.prefix_caching = !f.no_prefix_caching;
   if (eo.max_model_len > eo.num_blocks * eo.block_size)
     fail_input("--max-model-len {} exceeds the cache of --kv-cache-tokens {} (a request must fit)",
                eo.max_model_len, eo.num_blocks * eo.block_size);

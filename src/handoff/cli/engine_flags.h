@@ -26,6 +26,7 @@ struct EngineFlags {
   int64_t max_waiting = 1024;
   std::optional<int> threads;  // not given: all cores
   bool no_check_weights = false;
+  bool no_prefix_caching = false;
   ParallelFlags parallel;
   int fail_rank = -1;  // fault injection (tests)
   int64_t fail_at_step = -1;

@@ -29,7 +29,7 @@ Engine::Engine(const EngineOptions& options, std::unique_ptr<runtime::Executor> 
     : options_(options),
       executor_(std::move(executor)),
       tokenizer_(tokenizer),
-      blocks_(options.num_blocks, options.block_size),
+      blocks_(options.num_blocks, options.block_size, options.prefix_caching),
       scheduler_(options.scheduler, blocks_) {
   if (options.max_model_len < 2) fail_input("max_model_len must be >= 2");
   if (options.max_model_len > options.num_blocks * options.block_size)
@@ -75,7 +75,27 @@ void Engine::stop() {
 }
 
 std::shared_ptr<RequestStream> Engine::submit(Request request) {
+  std::shared_ptr<RequestStream> stream;
+  enqueue(std::move(request), stream, 0);
+  return stream;
+}
+
+uint64_t Engine::submit(Request request, const std::shared_ptr<RequestStream>& stream,
+                        int first_index) {
+  if (!stream) fail("Engine::submit: no stream");
+  if (first_index < 0 || first_index + request.n > stream->num_choices())
+    fail("Engine::submit: choices {}..{} are not in a stream of {}", first_index,
+         first_index + request.n - 1, stream->num_choices());
+  std::shared_ptr<RequestStream> s = stream;
+  return enqueue(std::move(request), s, first_index);
+}
+
+uint64_t Engine::enqueue(Request request, std::shared_ptr<RequestStream>& stream,
+                         int first_index) {
   const int64_t vocab = executor_->config().vocab_size;
+  if (request.n < 1 || request.n > options_.scheduler.max_num_seqs)
+    fail_input("n must be between 1 and the server's max_num_seqs ({}), got {}",
+               options_.scheduler.max_num_seqs, request.n);
   if (request.prompt.empty()) fail_input("the prompt must have at least one token");
   for (int32_t id : request.prompt)
     if (id < 0 || id >= vocab) fail_input("token id {} is outside the vocabulary of {}", id, vocab);
@@ -101,8 +121,9 @@ std::shared_ptr<RequestStream> Engine::submit(Request request) {
   if (static_cast<int64_t>(incoming_.size()) + stats_.waiting >= options_.max_waiting)
     throw OverloadedError(fmt::format("too many queued requests ({})", options_.max_waiting));
   const uint64_t id = next_id_++;
-  auto stream = std::make_shared<RequestStream>(id);
-  auto seq = std::make_unique<Sequence>(id, std::move(request), stream);
+  if (!stream) stream = std::make_shared<RequestStream>(id, request.n);
+  const int n = request.n;
+  auto seq = std::make_unique<Sequence>(id, std::move(request), stream, first_index);
   if (tokenizer_ != nullptr)
     seq->decoder = std::make_unique<text::StreamDecoder>(
         *tokenizer_, text::DecodeOptions{seq->request.skip_special_tokens,
@@ -112,9 +133,9 @@ std::shared_ptr<RequestStream> Engine::submit(Request request) {
     for (int32_t id2 : seq->tokens) seq->penalties.seen[static_cast<size_t>(id2)] = true;
   }
   incoming_.push_back(std::move(seq));
-  ++in_flight_;
+  in_flight_ += n;
   cv_.notify_all();
-  return stream;
+  return id;
 }
 
 void Engine::cancel(uint64_t id) {
@@ -153,13 +174,13 @@ void Engine::take_incoming() {
     cancelled.swap(cancelled_);
   }
   for (auto& s : incoming) scheduler_.add(std::move(s));
-  for (uint64_t id : cancelled) {
-    if (Sequence* s = scheduler_.find(id)) {
-      RequestEvent e;
-      finish(*s, e, "abort");
-      scheduler_.remove(id);
-    }
-  }
+  for (uint64_t id : cancelled)
+    for (Sequence* s : scheduler_.all())  // every choice of the request
+      if (s->request_id == id) {
+        RequestEvent e;
+        finish(*s, e, "abort");
+        scheduler_.remove(s->id);
+      }
 }
 
 void Engine::loop() {
@@ -212,24 +233,27 @@ bool Engine::step() {
   std::vector<ScheduledChunk> plan = scheduler_.schedule();
   refresh_gauges();  // admissions, cancels and preemptions of this step
   if (plan.empty()) return false;
-  std::vector<model::SequenceChunk> chunks;
-  chunks.reserve(plan.size());
+  step_.copies = scheduler_.copies();
+  step_.chunks.clear();
   for (const ScheduledChunk& c : plan)
-    chunks.push_back({std::span<const int32_t>(c.seq->tokens.data() + c.start,
-                                               static_cast<size_t>(c.num_tokens)),
-                      c.start, &c.seq->blocks, false});
+    step_.chunks.push_back({std::span<const int32_t>(c.seq->tokens.data() + c.start,
+                                                     static_cast<size_t>(c.num_tokens)),
+                            c.start, &c.seq->blocks, false});
   const auto step_start = Clock::now();
   int64_t step_tokens = 0;
   for (const ScheduledChunk& c : plan) {
     step_tokens += c.num_tokens;
     if (!c.seq->first_scheduled) c.seq->first_scheduled = step_start;
   }
-  const tensor::Tensor logits = executor_->step(chunks);
+  const tensor::Tensor logits = executor_->step(step_);
   const int64_t vocab = executor_->config().vocab_size;
   uint64_t prompt_tokens = 0;
+  forked_.clear();
   for (size_t i = 0; i < plan.size(); ++i) {
     Sequence& seq = *plan[i].seq;
     seq.num_computed += plan[i].num_tokens;
+    // Its newly full blocks become reusable by later sequences with the same tokens.
+    blocks_.register_full_blocks(seq.blocks, seq.tokens, seq.num_computed);
     if (seq.preemptions == 0)
       prompt_tokens += static_cast<uint64_t>(std::max<int64_t>(
           0, std::min(seq.num_computed, seq.prompt_len) - std::min(plan[i].start, seq.prompt_len)));
@@ -243,6 +267,8 @@ bool Engine::step() {
   }
   for (const ScheduledChunk& c : plan)
     if (c.seq->finished) scheduler_.remove(c.seq->id);
+  for (Sequence* s : forked_)
+    if (s->finished) scheduler_.remove(s->id);
   refresh_gauges();  // finished requests freed their blocks: an idle engine reads 0
   return true;
 }
@@ -252,7 +278,10 @@ void Engine::refresh_gauges() {
   stats_.waiting = scheduler_.num_waiting();
   stats_.running = scheduler_.num_running();
   stats_.preemptions = static_cast<uint64_t>(scheduler_.num_preemptions());
-  stats_.cache_blocks_used = blocks_.num_blocks() - blocks_.free_blocks();
+  // Referenced blocks only: blocks kept just for prefix reuse are free to take.
+  stats_.cache_blocks_used = blocks_.used_blocks();
+  stats_.prefix_cache_queries = static_cast<uint64_t>(scheduler_.prefix_queries());
+  stats_.prefix_cache_hits = static_cast<uint64_t>(scheduler_.prefix_hits());
 }
 
 void Engine::run_until_idle() {
@@ -266,7 +295,38 @@ void Engine::run_until_idle() {
   }
 }
 
+void Engine::fork_choices(Sequence& leader, const float* logits) {
+  const int forks = leader.pending_forks;
+  leader.pending_forks = 0;
+  for (int k = 1; k <= forks; ++k) {
+    uint64_t id;
+    {
+      std::lock_guard lock(mutex_);
+      id = next_id_++;
+    }
+    Request r = leader.request;
+    r.seed = choice_seed(leader.request.seed, k);  // each choice its own sampler
+    r.n = 1;
+    auto child = std::make_unique<Sequence>(id, std::move(r), leader.stream, leader.index + k);
+    child->request_id = leader.request_id;
+    child->arrival = leader.arrival;
+    child->first_scheduled = leader.first_scheduled;
+    child->num_computed = leader.num_computed;
+    child->penalties = leader.penalties;
+    if (tokenizer_ != nullptr)
+      child->decoder = std::make_unique<text::StreamDecoder>(
+          *tokenizer_, text::DecodeOptions{child->request.skip_special_tokens,
+                                           child->request.spaces_between_special_tokens});
+    blocks_.fork(leader.blocks, child->blocks);
+    Sequence* c = child.get();
+    scheduler_.add_running(std::move(child));
+    forked_.push_back(c);
+    sample(*c, logits);
+  }
+}
+
 void Engine::sample(Sequence& seq, const float* logits) {
+  if (seq.pending_forks > 0) fork_choices(seq, logits);
   const Request& r = seq.request;
   const int64_t vocab = static_cast<int64_t>(row_.size());
   try {
@@ -302,6 +362,7 @@ void Engine::sample(Sequence& seq, const float* logits) {
   seq.last_token_time = now;
 
   RequestEvent event;
+  event.index = seq.index;
   event.tokens = {token};
   if (r.top_logprobs >= 0)
     event.logprobs.push_back(token_logprob(logits, vocab, token, r.top_logprobs));
@@ -356,6 +417,7 @@ void Engine::finish(Sequence& seq, RequestEvent& event, const std::string& reaso
   }
   event.text += seq.held_text;
   seq.held_text.clear();
+  event.index = seq.index;
   event.finish_reason = reason;
   event.prompt_tokens = seq.prompt_len;
   event.completion_tokens = seq.num_generated();
@@ -364,9 +426,12 @@ void Engine::finish(Sequence& seq, RequestEvent& event, const std::string& reaso
   event.queue_s = seconds(scheduled - seq.arrival);
   event.ttft_s = seq.first_token_time ? seconds(*seq.first_token_time - seq.arrival) : 0.0;
   event.e2e_s = seconds(now - seq.arrival);
+  // Choices never forked (the leader ended before its first token) end with it.
+  const int unforked = seq.pending_forks;
+  seq.pending_forks = 0;
   {
     std::lock_guard lock(mutex_);
-    ++stats_.finished[reason];
+    stats_.finished[reason] += static_cast<uint64_t>(1 + unforked);
     stats_.e2e.observe(event.e2e_s);
     stats_.queue_time.observe(event.queue_s);
     if (seq.first_token_time) {
@@ -375,7 +440,17 @@ void Engine::finish(Sequence& seq, RequestEvent& event, const std::string& reaso
     }
     stats_.request_prompt_tokens.observe(static_cast<double>(seq.prompt_len));
     stats_.request_generation_tokens.observe(static_cast<double>(seq.num_generated()));
-    --in_flight_;
+    in_flight_ -= 1 + unforked;
+  }
+  for (int k = 1; k <= unforked; ++k) {
+    RequestEvent e;
+    e.index = seq.index + k;
+    e.finish_reason = reason;
+    e.error = event.error;
+    e.prompt_tokens = seq.prompt_len;
+    e.queue_s = event.queue_s;
+    e.e2e_s = event.e2e_s;
+    seq.stream->push(std::move(e));
   }
   seq.stream->push(std::move(event));
 }

@@ -41,6 +41,9 @@ struct EngineOptions {
   int64_t num_blocks = 2048;     // cache capacity = num_blocks * block_size tokens
   int64_t max_model_len = 4096;  // prompt + generated tokens of one request
   int64_t max_waiting = 1024;    // queued requests beyond this are refused (503)
+  // Full blocks are kept by the hash of their tokens and reused by later sequences that begin
+  // with the same tokens (--no-prefix-caching turns it off).
+  bool prefix_caching = true;
 };
 
 class Engine {
@@ -60,9 +63,14 @@ class Engine {
   void stop();
 
   // Thread-safe. Validates the request (InputError, PromptTooLongError, OverloadedError) and
-  // queues it; events arrive on the returned stream.
+  // queues it; events arrive on the returned stream (its id is the request's), one choice per
+  // index 0 .. request.n - 1.
   std::shared_ptr<RequestStream> submit(Request request);
-  // Thread-safe: ends the request ("abort") and frees its blocks at the next step boundary.
+  // The same into a stream shared with other requests (a batch of prompts): its choices carry
+  // indices first_index .. first_index + n - 1 of `stream`. Returns the request's id.
+  uint64_t submit(Request request, const std::shared_ptr<RequestStream>& stream, int first_index);
+  // Thread-safe: ends the request (every choice: "abort") and frees its blocks at the next step
+  // boundary.
   void cancel(uint64_t id);
 
   // The first step failure, after which the engine serves nothing (every request fails, submit
@@ -84,7 +92,12 @@ class Engine {
  private:
   void loop();
   void take_incoming();
+  // Validates; returns the request's id. Creates the stream when `stream` is null.
+  uint64_t enqueue(Request request, std::shared_ptr<RequestStream>& stream, int first_index);
   void sample(Sequence& seq, const float* logits);
+  // At a leader's first sample: forks its other choices, which share its blocks, and samples
+  // their first tokens from the same logits.
+  void fork_choices(Sequence& leader, const float* logits);
   void finish(Sequence& seq, RequestEvent& event, const std::string& reason);
   void fail_all(const std::string& message);
   // Copies the scheduler's and the cache's gauges into stats_: called after every change, so
@@ -109,7 +122,9 @@ class Engine {
   EngineStats stats_;
   std::function<void(const std::string&)> on_failure_;
 
-  std::vector<float> row_;  // penalised copy of a logits row
+  std::vector<float> row_;         // penalised copy of a logits row
+  runtime::Step step_;             // the step being run (reused: no allocation per step)
+  std::vector<Sequence*> forked_;  // choices forked during this step
   std::thread thread_;
 };
 

@@ -26,7 +26,15 @@ struct Request {
   // needs special tokens turns skipping off for its request.
   bool skip_special_tokens = true;
   bool spaces_between_special_tokens = true;
+  // Choices sampled from the prompt: they share its cache blocks (the prompt is computed once)
+  // and each samples on from its first token (seed + its index mixes its sampler).
+  int n = 1;
 };
+
+// The sampler seed of choice k of a request seeded `seed` (choice 0 keeps the seed itself).
+inline uint64_t choice_seed(uint64_t seed, int k) {
+  return seed + static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ULL;
+}
 
 struct TopLogprob {
   int32_t token = 0;
@@ -42,6 +50,7 @@ struct TokenLogprob {
 // One streamed piece: a sampled token (its text may be held back while it could start a stop
 // string), or the end of the request.
 struct RequestEvent {
+  int index = 0;  // the choice it belongs to
   std::vector<int32_t> tokens;
   std::string text;
   std::vector<TokenLogprob> logprobs;
@@ -54,22 +63,32 @@ struct RequestEvent {
   double queue_s = 0, ttft_s = 0, e2e_s = 0;
 };
 
-// The engine thread pushes, one client thread pops. Thread-safe.
+// The engine thread pushes, one client thread pops. Thread-safe. One stream carries every
+// choice of a request (n > 1), or of several requests (a batch of prompts), each event tagged
+// with its choice's index in 0 .. num_choices - 1.
 class RequestStream {
  public:
-  explicit RequestStream(uint64_t id) : id_(id) {}
+  explicit RequestStream(uint64_t id, int num_choices = 1) : id_(id), num_choices_(num_choices) {}
   uint64_t id() const { return id_; }
+  int num_choices() const { return num_choices_; }
 
   void push(RequestEvent event);
   // Waits up to `timeout` for the next event; false when none came.
   bool pop(RequestEvent& event, std::chrono::milliseconds timeout);
-  // Blocks until the final event and returns every event merged into one.
+  // Blocks until every choice's final event and returns choice 0's events merged into one.
   RequestEvent wait_all();
-  // Adds the events that arrive within `timeout` to `all`; true once the request finished.
+  // The same for every choice: element i holds choice i's events merged.
+  std::vector<RequestEvent> wait_all_choices();
+  // Adds the events that arrive within `timeout` to `all` (one element per choice; resized to
+  // num_choices); true once every choice finished.
+  bool collect(std::vector<RequestEvent>& all, std::chrono::milliseconds timeout);
+  // The same for a one-choice stream.
   bool collect(RequestEvent& all, std::chrono::milliseconds timeout);
 
  private:
   uint64_t id_;
+  int num_choices_;
+  int finished_ = 0;  // choices whose final event collect() has seen
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<RequestEvent> events_;

@@ -14,6 +14,14 @@ Scheduler::Scheduler(const SchedulerOptions& options, cache::BlockManager& block
 
 void Scheduler::add(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
 
+void Scheduler::add_running(std::unique_ptr<Sequence> seq) { running_.push_back(std::move(seq)); }
+
+int64_t Scheduler::seats() const {
+  int64_t n = 0;
+  for (const auto& s : running_) n += 1 + s->pending_forks;
+  return n;
+}
+
 void Scheduler::preempt(size_t i) {
   std::unique_ptr<Sequence> seq = std::move(running_[i]);
   running_.erase(running_.begin() + static_cast<int64_t>(i));
@@ -30,6 +38,7 @@ void Scheduler::preempt(size_t i) {
 
 std::vector<ScheduledChunk> Scheduler::schedule() {
   std::vector<ScheduledChunk> out;
+  copies_.clear();
   int64_t budget = options_.max_num_batched_tokens;
   bool preempted = false;
   // Running sequences, oldest first: they keep their place; the youngest gives way.
@@ -41,7 +50,7 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
       continue;
     }
     bool dropped_self = false;
-    while (!blocks_.can_reserve(seq->blocks, seq->num_computed + n)) {
+    while (!blocks_.can_write(seq->blocks, seq->num_computed, seq->num_computed + n)) {
       // Preempt the youngest running sequence that is not already in this step.
       size_t victim = running_.size() - 1;
       preempted = true;
@@ -53,19 +62,35 @@ std::vector<ScheduledChunk> Scheduler::schedule() {
       preempt(victim);
     }
     if (dropped_self) break;  // everything after i was younger and is gone too
-    blocks_.reserve(seq->blocks, seq->num_computed + n);
+    blocks_.prepare_write(seq->blocks, seq->num_computed, seq->num_computed + n, copies_);
     out.push_back({seq, seq->num_computed, n,
                    seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
     budget -= n;
     ++i;
   }
   // Waiting sequences join while nothing had to give way this step.
+  int64_t seats_taken = seats();
   while (!preempted && !waiting_.empty() && budget > 0 &&
-         static_cast<int64_t>(running_.size()) < options_.max_num_seqs) {
+         seats_taken + 1 + waiting_.front()->pending_forks <= options_.max_num_seqs) {
     Sequence* seq = waiting_.front().get();
+    // A sequence with nothing computed starts after the blocks the cache holds for its tokens.
+    const bool looked_up = seq->num_computed == 0 && seq->blocks.empty();
+    const int64_t hit = looked_up ? blocks_.acquire_cached_prefix(seq->blocks, seq->tokens) : 0;
+    if (looked_up) seq->num_computed = hit;
     const int64_t n = std::min(seq->pending(), budget);
-    if (!blocks_.can_reserve(seq->blocks, seq->num_computed + n)) break;
-    blocks_.reserve(seq->blocks, seq->num_computed + n);
+    if (!blocks_.can_write(seq->blocks, seq->num_computed, seq->num_computed + n)) {
+      if (looked_up) {  // it waits; the blocks it found stay cached
+        blocks_.release(seq->blocks);
+        seq->num_computed = 0;
+      }
+      break;
+    }
+    if (looked_up && blocks_.prefix_caching()) {
+      prefix_queries_ += static_cast<int64_t>(seq->tokens.size());
+      prefix_hits_ += hit;
+    }
+    blocks_.prepare_write(seq->blocks, seq->num_computed, seq->num_computed + n, copies_);
+    seats_taken += 1 + seq->pending_forks;
     out.push_back({seq, seq->num_computed, n,
                    seq->num_computed + n == static_cast<int64_t>(seq->tokens.size())});
     budget -= n;

@@ -1,6 +1,8 @@
 #pragma once
-// One request inside the engine: its tokens (prompt, then generated), how many of them the
-// cache already holds, its blocks, and the per-request sampling and detokenizing state.
+// One choice of a request inside the engine: its tokens (prompt, then generated), how many of
+// them the cache already holds, its blocks, and the per-choice sampling and detokenizing state.
+// A request with n > 1 starts as one sequence (the leader); when its prompt is computed, the
+// other n - 1 are forked from it, sharing its blocks.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -16,15 +18,20 @@
 namespace handoff::engine {
 
 struct Sequence {
-  Sequence(uint64_t id, Request r, std::shared_ptr<RequestStream> s)
+  Sequence(uint64_t id, Request r, std::shared_ptr<RequestStream> s, int index = 0)
       : id(id),
+        request_id(id),
+        index(index),
         request(std::move(r)),
         stream(std::move(s)),
         sampler(request.seed),
         tokens(request.prompt),
-        prompt_len(static_cast<int64_t>(request.prompt.size())) {}
+        prompt_len(static_cast<int64_t>(request.prompt.size())),
+        pending_forks(request.n - 1) {}
 
-  uint64_t id;  // arrival order: a larger id is younger
+  uint64_t id;          // arrival order: a larger id is younger
+  uint64_t request_id;  // the leader's id, shared by the choices forked from it (cancel)
+  int index;            // the choice index its events carry
   Request request;
   std::shared_ptr<RequestStream> stream;
   Sampler sampler;
@@ -33,6 +40,7 @@ struct Sequence {
   int64_t num_computed = 0;  // tokens whose cache rows are written
   cache::BlockTable blocks;
   int64_t preemptions = 0;
+  int pending_forks;  // choices still to be forked from this one (at its first sample)
 
   PenaltyState penalties;
   std::unique_ptr<text::StreamDecoder> decoder;  // null without a tokenizer

@@ -37,6 +37,9 @@ struct EngineStats {
   int64_t running = 0;
   int64_t cache_blocks_used = 0;
   int64_t cache_blocks_total = 0;
+  // Prefix caching, in tokens: looked up as sequences joined, and found cached.
+  uint64_t prefix_cache_queries = 0;
+  uint64_t prefix_cache_hits = 0;
   Histogram ttft{{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
   Histogram inter_token{{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
   Histogram e2e{{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}};

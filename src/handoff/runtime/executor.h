@@ -1,6 +1,6 @@
 #pragma once
 // What the engine drives: one step over the model, wherever its ranks live. The engine hands it
-// the step's chunks (tokens, positions, block tables) and gets back the logits of each chunk's
+// the step (block copies; chunks: tokens, positions, block tables) and gets back the logits of each chunk's
 // last token (every token of an all_logits chunk), so it does not care whether the model is one
 // rank in this thread, ranks as threads (LocalExecutor) or processes of an mpirun job
 // (MpiExecutor).
@@ -9,6 +9,7 @@
 #include "handoff/comm/communicator.h"
 #include "handoff/model/batch.h"
 #include "handoff/model/config.h"
+#include "handoff/runtime/step.h"
 #include "handoff/tensor/tensor.h"
 
 namespace handoff::runtime {
@@ -18,7 +19,7 @@ class Executor {
   virtual ~Executor() = default;
   virtual const model::ModelConfig& config() const = 0;
   // f32 logits [rows, vocab]. Throws when a rank failed; the executor is then unusable.
-  virtual tensor::Tensor step(const std::vector<model::SequenceChunk>& chunks) = 0;
+  virtual tensor::Tensor step(const Step& step) = 0;
   // What the ranks' collectives counted so far (summed over the ranks this process can see);
   // safe from any thread.
   virtual comm::CommCounts comm_counts() const { return {}; }

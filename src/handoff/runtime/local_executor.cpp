@@ -66,16 +66,16 @@ void LocalExecutor::rank_main(int rank, const std::string& model_dir,
   }
   uint64_t seen = 0;
   while (true) {
-    const std::vector<model::SequenceChunk>* chunks = nullptr;
+    const Step* step = nullptr;
     {
       std::unique_lock lock(mutex_);
       cv_.wait(lock, [&] { return stopping_ || step_id_ != seen; });
       if (stopping_) return;
       seen = step_id_;
-      chunks = chunks_;
+      step = step_;
     }
     try {
-      tensor::Tensor logits = worker->run(*chunks);
+      tensor::Tensor logits = worker->run(*step);
       if (worker->holds_logits()) {
         std::lock_guard lock(mutex_);
         logits_ = std::move(logits);
@@ -89,10 +89,10 @@ void LocalExecutor::rank_main(int rank, const std::string& model_dir,
   }
 }
 
-tensor::Tensor LocalExecutor::step(const std::vector<model::SequenceChunk>& chunks) {
+tensor::Tensor LocalExecutor::step(const Step& step) {
   std::unique_lock lock(mutex_);
   if (error_) std::rethrow_exception(error_);
-  chunks_ = &chunks;
+  step_ = &step;
   ++step_id_;
   cv_.notify_all();
   wait_for_ranks(lock);

@@ -22,9 +22,7 @@ class SingleRankExecutor : public Executor {
  public:
   explicit SingleRankExecutor(std::unique_ptr<Worker> worker) : worker_(std::move(worker)) {}
   const model::ModelConfig& config() const override { return worker_->config(); }
-  tensor::Tensor step(const std::vector<model::SequenceChunk>& chunks) override {
-    return worker_->run(chunks);
-  }
+  tensor::Tensor step(const Step& step) override { return worker_->run(step); }
 
  private:
   std::unique_ptr<Worker> worker_;
@@ -39,7 +37,7 @@ class LocalExecutor : public Executor {
   ~LocalExecutor() override;
 
   const model::ModelConfig& config() const override { return config_; }
-  tensor::Tensor step(const std::vector<model::SequenceChunk>& chunks) override;
+  tensor::Tensor step(const Step& step) override;
   comm::CommCounts comm_counts() const override;
 
  private:
@@ -59,7 +57,7 @@ class LocalExecutor : public Executor {
   int reported_ = 0;      // ranks done with the current phase
   bool stopping_ = false;
   std::exception_ptr error_;
-  const std::vector<model::SequenceChunk>* chunks_ = nullptr;
+  const Step* step_ = nullptr;
   tensor::Tensor logits_;
 };
 

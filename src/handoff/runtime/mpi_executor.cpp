@@ -58,18 +58,19 @@ void MpiExecutor::stop_workers() {
   comm_->broadcast(comm::Group::kWorld, &header, sizeof header, 0);
 }
 
-tensor::Tensor MpiExecutor::step(const std::vector<model::SequenceChunk>& chunks) {
+tensor::Tensor MpiExecutor::step(const Step& step) {
+  const std::vector<model::SequenceChunk>& chunks = step.chunks;
   if (stopped_ || failed_)
     fail("the MPI ranks are {}", failed_ ? "gone after a failure" : "stopped");
   try {
     {
       RuntimeScope scope(*comm_);
-      std::vector<int64_t> message = encode_step(chunks);
+      std::vector<int64_t> message = encode_step(step);
       int64_t header = static_cast<int64_t>(message.size());
       comm_->broadcast(comm::Group::kWorld, &header, sizeof header, 0);
       comm_->broadcast(comm::Group::kWorld, message.data(), message.size() * sizeof(int64_t), 0);
     }
-    tensor::Tensor logits = worker_->run(chunks);
+    tensor::Tensor logits = worker_->run(step);
     if (!worker_->holds_logits()) {
       RuntimeScope scope(*comm_);
       logits =
@@ -116,7 +117,7 @@ void run_mpi_worker(comm::Communicator& comm, Worker& worker) {
       comm.broadcast(comm::Group::kWorld, message.data(), message.size() * sizeof(int64_t), 0);
     }
     const DecodedStep step(std::move(message));
-    const tensor::Tensor logits = worker.run(step.chunks());
+    const tensor::Tensor logits = worker.run(step.step());
     if (worker.holds_logits()) {
       RuntimeScope scope(comm);
       comm.send(logits.data<float>(), logits.numel(), 0);

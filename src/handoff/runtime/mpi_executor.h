@@ -22,7 +22,7 @@ class MpiExecutor : public Executor {
   ~MpiExecutor() override;
 
   const model::ModelConfig& config() const override { return worker_->config(); }
-  tensor::Tensor step(const std::vector<model::SequenceChunk>& chunks) override;
+  tensor::Tensor step(const Step& step) override;
   // Rank 0's own counts (its part of every collective, and the step broadcasts).
   comm::CommCounts comm_counts() const override;
 

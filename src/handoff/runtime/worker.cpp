@@ -77,13 +77,15 @@ bool Worker::holds_logits() const {
   return c == nullptr || c->topology().rank == logits_rank();
 }
 
-tensor::Tensor Worker::run(const std::vector<model::SequenceChunk>& chunks) {
+tensor::Tensor Worker::run(const Step& step) {
   if (rank() == options_.fail_rank && steps_ == options_.fail_at_step)
     fail("rank {}: injected failure at step {} (--fail-rank {} --fail-at-step {})", rank(), steps_,
          options_.fail_rank, options_.fail_at_step);
   ++steps_;
+  // Before any chunk writes: a copied block's new owner writes into the copy this step.
+  for (const cache::BlockCopy& c : step.copies) cache_->copy_block(c.src, c.dst);
   std::vector<tensor::Tensor> parts;
-  for (const auto& group : micro_batches(chunks, model_->plan().options.pp))
+  for (const auto& group : micro_batches(step.chunks, model_->plan().options.pp))
     parts.push_back(model_->forward(group, *cache_));
   return holds_logits() ? concat_rows(parts) : tensor::Tensor();
 }

@@ -11,6 +11,7 @@
 #include "handoff/comm/communicator.h"
 #include "handoff/model/batch.h"
 #include "handoff/model/model.h"
+#include "handoff/runtime/step.h"
 #include "handoff/tensor/tensor.h"
 
 namespace handoff::runtime {
@@ -41,10 +42,11 @@ class Worker {
   int logits_rank() const;
   bool holds_logits() const;
 
-  // Runs this rank's part of one step. With pp > 1 the chunks run as up to pp micro-batches in
-  // flight: a stage hands a micro-batch off without waiting and starts the next. Returns the
-  // logits on holds_logits(), an undefined tensor elsewhere.
-  tensor::Tensor run(const std::vector<model::SequenceChunk>& chunks);
+  // Runs this rank's part of one step: its block copies on this rank's cache, then the chunks.
+  // With pp > 1 the chunks run as up to pp micro-batches in flight: a stage hands a micro-batch
+  // off without waiting and starts the next. Returns the logits on holds_logits(), an undefined
+  // tensor elsewhere.
+  tensor::Tensor run(const Step& step);
 
  private:
   std::unique_ptr<model::Model> model_;

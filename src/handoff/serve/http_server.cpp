@@ -255,6 +255,7 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
   ActiveGuard guard(active_);
   ParsedRequest parsed;
   std::shared_ptr<engine::RequestStream> stream;
+  std::vector<uint64_t> ids;  // the engine requests: one per prompt
   HttpHeaders headers = cors_headers(ex.request());
   headers.emplace_back("X-Request-Id", request_id);
   // Every response of this request carries the same headers (errors included).
@@ -263,6 +264,7 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
     return ex.send(r);
   };
   auto refuse = [&](const ApiError& e) {
+    for (uint64_t i : ids) engine_.cancel(i);  // a batch refused part way
     send(error_response(e));
     count(path, e.status);
   };
@@ -270,7 +272,15 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
     if (draining_)
       throw ApiError(503, "the server is shutting down", "", "overloaded", "server_error");
     parsed = parse_request(endpoint, ex.request().body, ctx_);
-    stream = engine_.submit(parsed.request);
+    // Every choice of every prompt on one stream: choice index = prompt index * n + choice.
+    const int n = parsed.request.n;
+    stream = std::make_shared<engine::RequestStream>(
+        0, static_cast<int>(parsed.prompts.size()) * n);
+    for (size_t i = 0; i < parsed.prompts.size(); ++i) {
+      engine::Request r = parsed.request;
+      r.prompt = parsed.prompts[i];
+      ids.push_back(engine_.submit(std::move(r), stream, static_cast<int>(i) * n));
+    }
   } catch (const ApiError& e) {
     return refuse(e);
   } catch (const engine::PromptTooLongError& e) {
@@ -292,24 +302,27 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
       fmt::format("the server shut down before this request finished (drain timeout of {} s)",
                   options_.drain_timeout.count() / 1000.0),
       "", "server_shutdown", "server_error");
-  log::debug("request {}: {} prompt tokens, max_tokens {}, stream {}", id,
-             parsed.request.prompt.size(), parsed.request.max_tokens, parsed.stream);
-  // The one info line of a request that ran to its end.
+  log::debug("request {}: {} prompt tokens, max_tokens {}, stream {}, n {}, prompts {}", id,
+             parsed.request.prompt.size(), parsed.request.max_tokens, parsed.stream,
+             parsed.request.n, parsed.prompts.size());
+  // The one info line of a request that ran to its end (per choice when there are several).
+  const bool several = stream->num_choices() > 1;
   auto log_finished = [&](const engine::RequestEvent& last) {
     log::info(
-        "request {}: finish {}, prompt {} tokens, output {} tokens, queue {:.3f} s, ttft {:.3f} s, "
-        "total {:.3f} s",
-        id, last.finish_reason.value_or("error"), last.prompt_tokens, last.completion_tokens,
+        "request {}{}: finish {}, prompt {} tokens, output {} tokens, queue {:.3f} s, ttft {:.3f} "
+        "s, total {:.3f} s",
+        id, several ? fmt::format(" choice {}", last.index) : "",
+        last.finish_reason.value_or("error"), last.prompt_tokens, last.completion_tokens,
         last.queue_s, last.ttft_s, last.e2e_s);
   };
-  // Ends the sequence when the request cannot be answered any more; says why in the log.
+  // Ends the sequences when the request cannot be answered any more; says why in the log.
   auto abandon = [&](const char* why) {
     log::info("request {}: {}, cancelling", id, why);
-    engine_.cancel(stream->id());
+    for (uint64_t i : ids) engine_.cancel(i);
   };
 
   if (!parsed.stream) {
-    engine::RequestEvent all;
+    std::vector<engine::RequestEvent> all;
     while (!stream->collect(all, kPoll)) {
       if (drain_expired_) {
         abandon("cut by the drain deadline");
@@ -318,11 +331,12 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
       }
       if (ex.client_gone()) return abandon("client disconnected");
     }
-    log_finished(all);
-    if (!all.error.empty()) {
-      send(error_response(ApiError(500, all.error, "", "internal_error", "server_error")));
-      return count(path, 500);
-    }
+    for (const engine::RequestEvent& c : all) log_finished(c);
+    for (const engine::RequestEvent& c : all)
+      if (!c.error.empty()) {
+        send(error_response(ApiError(500, c.error, "", "internal_error", "server_error")));
+        return count(path, 500);
+      }
     count(path, 200);
     if (!send(HttpResponse{
             200, "application/json", to_text(make_response(parsed, id, created, all, ctx_)), {}}))
@@ -334,8 +348,11 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
   HttpHeaders stream_headers = headers;
   stream_headers.emplace_back("Cache-Control", "no-cache");
   bool sent = ex.start_stream(200, "text/event-stream", stream_headers);
-  if (sent && endpoint == Endpoint::kChat)
-    sent = ex.send_chunk(sse_event(make_role_chunk(parsed, id, created)));
+  for (int c = 0; sent && endpoint == Endpoint::kChat && c < stream->num_choices(); ++c)
+    sent = ex.send_chunk(sse_event(make_role_chunk(parsed, id, created, c)));
+  // Usage over every choice: a prompt counts once, generated tokens for every choice.
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  int finished = 0;
   while (sent) {
     if (drain_expired_) {
       abandon("cut by the drain deadline");
@@ -349,6 +366,7 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
     if (!stream->pop(e, kPoll)) continue;
     if (e.finish_reason || !e.error.empty()) log_finished(e);
     if (!e.error.empty()) {
+      abandon("a choice failed");
       if (ex.send_chunk(
               sse_event(error_body(ApiError(500, e.error, "", "internal_error", "server_error")))))
         ex.end_stream();
@@ -356,10 +374,14 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
     }
     // Every token is a chunk, even when its text is held back (clients time tokens).
     sent = ex.send_chunk(sse_event(make_chunk(parsed, id, created, e, ctx_)));
-    if (sent && e.finish_reason) {
+    if (e.finish_reason) {
+      if (e.index % parsed.request.n == 0) prompt_tokens += e.prompt_tokens;
+      completion_tokens += e.completion_tokens;
+    }
+    if (sent && e.finish_reason && ++finished == stream->num_choices()) {
       if (parsed.include_usage)
         sent = ex.send_chunk(
-            sse_event(make_usage_chunk(parsed, id, created, e.prompt_tokens, e.completion_tokens)));
+            sse_event(make_usage_chunk(parsed, id, created, prompt_tokens, completion_tokens)));
       if (sent && ex.send_chunk("data: [DONE]\n\n")) ex.end_stream();
       return;
     }

@@ -68,7 +68,7 @@ std::string render_metrics(const engine::EngineStats& s, const HttpCounts& http,
   for (const auto& [reason, n] : s.finished)
     out += fmt::format("handoff_requests_finished_total{{{},finish_reason=\"{}\"}} {}\n", m, reason,
                        n);
-  scalar(out, "handoff_prompt_tokens_total", "counter", "Prompt tokens prefilled.", m,
+  scalar(out, "handoff_prompt_tokens_total", "counter", "Prompt tokens computed (prefix-cache hits are not).", m,
          static_cast<double>(s.prompt_tokens));
   scalar(out, "handoff_generation_tokens_total", "counter", "Tokens generated.", m,
          static_cast<double>(s.generation_tokens));
@@ -86,6 +86,13 @@ std::string render_metrics(const engine::EngineStats& s, const HttpCounts& http,
              : 0.0);
   scalar(out, "handoff_kv_cache_blocks_used", "gauge", "Cache blocks referenced by requests.", m,
          static_cast<double>(s.cache_blocks_used));
+  // vLLM's prefix-cache counters, in tokens: hits / queries is the hit rate.
+  scalar(out, "handoff_prefix_cache_queries_total", "counter",
+         "Prefix cache queries: tokens of sequences looked up as they joined.", m,
+         static_cast<double>(s.prefix_cache_queries));
+  scalar(out, "handoff_prefix_cache_hits_total", "counter",
+         "Prefix cache hits: tokens found cached, not computed again.", m,
+         static_cast<double>(s.prefix_cache_hits));
   scalar(out, "process_resident_memory_bytes", "gauge", "Resident memory of the server process.", m,
          process_resident_bytes());
   histogram(out, "handoff_time_to_first_token_seconds", "Arrival to first token.", m, s.ttft);

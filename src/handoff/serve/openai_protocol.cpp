@@ -176,8 +176,9 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
   } else {
     p.model = ctx.served_model;
   }
-  if (integer(body, "n", 1, 1, 1) != 1) bad("n", "only n = 1 is supported");
   engine::Request& r = p.request;
+  // The engine bounds it further by --max-num-seqs (the choices run side by side).
+  r.n = static_cast<int>(integer(body, "n", 1, kMaxChoices, 1));
   engine::SamplingParams& s = r.sampling;
   s.temperature = static_cast<float>(number(body, "temperature", 0.0, 2.0, 1.0));
   s.top_p = static_cast<float>(number(body, "top_p", 0.0, 1.0, 1.0));
@@ -229,7 +230,8 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
 
   if (!chat) {
     if (boolean(body, "echo", false)) bad("echo", "'echo' is not supported");
-    if (integer(body, "best_of", 1, 1, 1) != 1) bad("best_of", "only best_of = 1 is supported");
+    if (integer(body, "best_of", 1, kMaxChoices, r.n) != r.n)
+      bad("best_of", "only best_of = n is supported");
     if (body.contains("suffix") && !body["suffix"].is_null())
       bad("suffix", "'suffix' is not supported");
     if (body.contains("logprobs") && !body["logprobs"].is_null()) {
@@ -239,25 +241,36 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
     r.max_tokens = integer(body, "max_tokens", 1, INT32_MAX, 16);
     if (!body.contains("prompt"))
       throw ApiError(400, "'prompt' is required", "prompt", "missing_required_parameter");
-    const json* prompt_ptr = &body["prompt"];
-    if (prompt_ptr->is_array() && prompt_ptr->size() == 1 &&
-        ((*prompt_ptr)[0].is_string() || (*prompt_ptr)[0].is_array()))
-      prompt_ptr = &(*prompt_ptr)[0];
-    const json& prompt = *prompt_ptr;
-    if (prompt.is_string()) {
-      if (ctx.tokenizer == nullptr) bad("prompt", "this model has no tokenizer: send token ids");
-      const auto& text = prompt.get_ref<const std::string&>();
-      check_text_bytes(text.size(), "prompt", ctx);
-      r.prompt = ctx.tokenizer->encode(text, boolean(body, "add_special_tokens", true));
-      check_token_count(r.prompt.size(), "prompt", ctx);
-    } else if (prompt.is_array() && !prompt.empty() && prompt[0].is_number()) {
-      check_token_count(prompt.size(), "prompt", ctx);
-      r.prompt = token_list(prompt, "prompt", vocab);
-    } else if (prompt.is_array() && prompt.size() > 1) {
-      bad("prompt", "only one prompt per request is supported");
-    } else {
-      bad("prompt", "'prompt' must be a string, a list of token ids, or a list of one of those");
+    // One prompt (text or token ids), or a batch: a list of texts or of token-id lists.
+    const json& prompt = body["prompt"];
+    const bool batch = prompt.is_array() && !prompt.empty() &&
+                       (prompt[0].is_string() || prompt[0].is_array());
+    if (batch && prompt.size() > kMaxPrompts)
+      bad("prompt", fmt::format("at most {} prompts per request", kMaxPrompts));
+    const size_t count = batch ? prompt.size() : 1;
+    const bool add_special_tokens = boolean(body, "add_special_tokens", true);
+    for (size_t i = 0; i < count; ++i) {
+      const json& one = batch ? prompt[i] : prompt;
+      const std::string param = batch ? fmt::format("prompt[{}]", i) : "prompt";
+      std::vector<int32_t> ids;
+      if (one.is_string()) {
+        if (ctx.tokenizer == nullptr) bad(param, "this model has no tokenizer: send token ids");
+        const auto& text = one.get_ref<const std::string&>();
+        check_text_bytes(text.size(), param, ctx);
+        ids = ctx.tokenizer->encode(text, add_special_tokens);
+        check_token_count(ids.size(), param, ctx);
+      } else if (one.is_array() && !one.empty() && one[0].is_number()) {
+        check_token_count(one.size(), param, ctx);
+        ids = token_list(one, param.c_str(), vocab);
+      } else {
+        bad(param,
+            batch ? "each prompt of a list must be a string or a list of token ids"
+                  : "'prompt' must be a string, a list of token ids, or a list of those");
+      }
+      if (ids.empty()) bad(param, "the prompt is empty");
+      p.prompts.push_back(std::move(ids));
     }
+    r.prompt = p.prompts[0];
   } else {
     if (body.contains("logprobs")) p.logprobs = boolean(body, "logprobs", false);
     if (body.contains("top_logprobs") && !body["top_logprobs"].is_null()) {
@@ -306,6 +319,7 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
     check_text_bytes(rendered.size(), "messages", ctx);
     r.prompt = ctx.tokenizer->encode(rendered, boolean(body, "add_special_tokens", false));
     check_token_count(r.prompt.size(), "messages", ctx);
+    p.prompts = {r.prompt};
     const int64_t fallback =
         std::max<int64_t>(1, ctx.max_model_len - static_cast<int64_t>(r.prompt.size()));
     r.max_tokens = integer(body, "max_completion_tokens", 1, INT32_MAX,
@@ -377,28 +391,37 @@ json finish_json(const std::optional<std::string>& reason) {
 }  // namespace
 
 nlohmann::json make_response(const ParsedRequest& p, const std::string& id, int64_t created,
-                             const engine::RequestEvent& all, const ProtocolContext& ctx) {
-  json choice = {{"index", 0},
-                 {"logprobs", logprobs_json(p, all.logprobs, ctx)},
-                 {"finish_reason", finish_json(all.finish_reason)}};
+                             const std::vector<engine::RequestEvent>& choices,
+                             const ProtocolContext& ctx) {
   const bool chat = p.endpoint == Endpoint::kChat;
-  if (chat)
-    choice["message"] = {{"role", "assistant"}, {"content", all.text}};
-  else
-    choice["text"] = all.text;
+  json list = json::array();
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  for (const engine::RequestEvent& all : choices) {
+    json choice = {{"index", all.index},
+                   {"logprobs", logprobs_json(p, all.logprobs, ctx)},
+                   {"finish_reason", finish_json(all.finish_reason)}};
+    if (chat)
+      choice["message"] = {{"role", "assistant"}, {"content", all.text}};
+    else
+      choice["text"] = all.text;
+    list.push_back(std::move(choice));
+    // A prompt counts once however many choices it has.
+    if (all.index % std::max(1, p.request.n) == 0) prompt_tokens += all.prompt_tokens;
+    completion_tokens += all.completion_tokens;
+  }
   return {{"id", id},
           {"object", chat ? "chat.completion" : "text_completion"},
           {"created", created},
           {"model", p.model},
           {"system_fingerprint", p.system_fingerprint},
-          {"choices", json::array({choice})},
-          {"usage", usage(all.prompt_tokens, all.completion_tokens)}};
+          {"choices", list},
+          {"usage", usage(prompt_tokens, completion_tokens)}};
 }
 
 nlohmann::json make_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
                           const engine::RequestEvent& e, const ProtocolContext& ctx) {
   const bool chat = p.endpoint == Endpoint::kChat;
-  json choice = {{"index", 0},
+  json choice = {{"index", e.index},
                  {"logprobs", logprobs_json(p, e.logprobs, ctx)},
                  {"finish_reason", finish_json(e.finish_reason)}};
   if (chat)
@@ -416,13 +439,14 @@ nlohmann::json make_chunk(const ParsedRequest& p, const std::string& id, int64_t
   return chunk;
 }
 
-nlohmann::json make_role_chunk(const ParsedRequest& p, const std::string& id, int64_t created) {
+nlohmann::json make_role_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
+                               int index) {
   json chunk = {{"id", id},
                 {"object", "chat.completion.chunk"},
                 {"created", created},
                 {"model", p.model},
                 {"system_fingerprint", p.system_fingerprint},
-                {"choices", json::array({{{"index", 0},
+                {"choices", json::array({{{"index", index},
                                           {"delta", {{"role", "assistant"}, {"content", ""}}},
                                           {"logprobs", nullptr},
                                           {"finish_reason", nullptr}}})}};

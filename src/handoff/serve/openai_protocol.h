@@ -16,7 +16,10 @@ enum class Endpoint { kCompletions, kChat };
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::kCompletions;
-  engine::Request request;
+  engine::Request request;  // its prompt is prompts[0]; request.n choices per prompt
+  // Every prompt, in order: /v1/completions takes a list of prompts (a batch), each run as its
+  // own engine request; choice index = prompt index * n + choice.
+  std::vector<std::vector<int32_t>> prompts;
   std::string model;
   bool stream = false;
   bool include_usage = false;
@@ -34,6 +37,10 @@ struct ProtocolContext {
   std::string system_fingerprint;
 };
 
+// Choices per prompt (n) and prompts per /v1/completions request at most.
+inline constexpr int64_t kMaxChoices = 128;
+inline constexpr size_t kMaxPrompts = 1024;
+
 // Deepest nesting of arrays and objects a request body may have. Every later step (copies,
 // dump, the template's values) recurses per level, so deeper bodies are refused at parse time.
 inline constexpr int kMaxJsonDepth = 64;
@@ -43,15 +50,18 @@ inline constexpr int kMaxJsonDepth = 64;
 // prove it (see Tokenizer::max_bytes_per_token), and after otherwise.
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const ProtocolContext& ctx);
 
-// One whole response (not streamed).
+// One whole response (not streamed) from every choice's merged events (element i: choice i).
 nlohmann::json make_response(const ParsedRequest& p, const std::string& id, int64_t created,
-                             const engine::RequestEvent& all, const ProtocolContext& ctx);
-// One SSE chunk for an event; `first` adds the chat role delta.
+                             const std::vector<engine::RequestEvent>& choices,
+                             const ProtocolContext& ctx);
+// One SSE chunk for an event (of choice event.index).
 nlohmann::json make_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
                           const engine::RequestEvent& event, const ProtocolContext& ctx);
 nlohmann::json make_usage_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
                                 int64_t prompt_tokens, int64_t completion_tokens);
-nlohmann::json make_role_chunk(const ParsedRequest& p, const std::string& id, int64_t created);
+// The chat role delta that opens choice `index` of a stream.
+nlohmann::json make_role_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
+                               int index = 0);
 nlohmann::json error_body(const ApiError& e);
 // JSON text that survives invalid UTF-8 in token bytes (replaced by U+FFFD).
 std::string to_text(const nlohmann::json& j);

@@ -6,9 +6,10 @@
 
 namespace handoff::serve {
 
-std::optional<double> prefix_cache_hit_rate(const engine::EngineStats&) {
-  // The engine does not count prefix-cache queries yet: "n/a" until it does.
-  return std::nullopt;
+std::optional<double> prefix_cache_hit_rate(const engine::EngineStats& s) {
+  // Since the start, in tokens; none queried yet (or prefix caching off): "n/a".
+  if (s.prefix_cache_queries == 0) return std::nullopt;
+  return static_cast<double>(s.prefix_cache_hits) / static_cast<double>(s.prefix_cache_queries);
 }
 
 std::string stats_line(const engine::EngineStats& before, const engine::EngineStats& now,
