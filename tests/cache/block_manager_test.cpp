@@ -115,8 +115,8 @@ TEST(BlockManagerPrefix, EvictsLeastRecentlyUsedUnreferencedBlocksOnly) {
   BlockManager m(4, 2, true);
   const std::vector<int32_t> x = {1, 2, 3}, y = {4, 5, 6}, z = {7, 8, 9};
   BlockTable tx = computed(m, x), ty = computed(m, y);  // 2 blocks each, the first full
-  m.release(tx);  // x's full block cached first (older) ...
-  m.release(ty);  // ... then y's
+  m.release(tx);                                        // x's full block cached first (older) ...
+  m.release(ty);                                        // ... then y's
   EXPECT_EQ(m.cached_blocks(), 2);
   EXPECT_EQ(m.free_blocks(), 4);
   // A hit refreshes x: now y's block is the least recently used.
@@ -127,7 +127,7 @@ TEST(BlockManagerPrefix, EvictsLeastRecentlyUsedUnreferencedBlocksOnly) {
   BlockTable tz;
   std::vector<BlockCopy> copies;
   m.prepare_write(tz, 0, 6, copies);  // 3 blocks
-  EXPECT_EQ(m.cached_blocks(), 1);  // x's
+  EXPECT_EQ(m.cached_blocks(), 1);    // x's
   BlockTable probe;
   EXPECT_EQ(m.acquire_cached_prefix(probe, y), 0);  // forgotten
   EXPECT_EQ(m.acquire_cached_prefix(probe, x), 2);  // kept

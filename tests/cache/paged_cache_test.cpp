@@ -8,7 +8,8 @@ namespace handoff::cache {
 namespace {
 
 TEST(PagedCache, CopyBlockCopiesEveryRowOfEveryLayerAndNothingElse) {
-  CacheShape shape{/*num_layers=*/2, /*kv_lora_rank=*/3, /*rope_dim=*/2, /*index_dim=*/4,
+  CacheShape shape{/*num_layers=*/2, /*kv_lora_rank=*/3,
+                   /*rope_dim=*/2,   /*index_dim=*/4,
                    /*block_size=*/2, /*num_blocks=*/3};
   PagedCache cache(shape);
   auto fill = [&](int64_t slot, float base) {

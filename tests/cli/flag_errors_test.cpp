@@ -68,6 +68,16 @@ TEST(FlagErrorsCli, BenchOfflineEngineFlagsFailBeforeTheModelLoads) {
   expect_flag_errors("bench offline --num-prompts 1 --model " + kMissing, kEngineCases);
 }
 
+TEST(FlagErrorsCli, BenchSharedPrefixLenIsCheckedFirst) {
+  expect_flag_errors("bench offline --num-prompts 1 --model " + kMissing,
+                     {{"--input-len 16 --shared-prefix-len 17", "--shared-prefix-len"},
+                      {"--shared-prefix-len -1", "--shared-prefix-len"}});
+  // No server listens there: the flags are refused before any request.
+  expect_flag_errors("bench serve --url http://127.0.0.1:9 --num-prompts 1",
+                     {{"--input-len 16 --shared-prefix-len 17", "--shared-prefix-len"},
+                      {"--soak --shared-prefix-len 4", "--shared-prefix-len"}});
+}
+
 TEST(FlagErrorsCli, GenerateFlagsFailBeforeTheModelLoads) {
   expect_flag_errors("generate --prompt-ids 1,2 --model " + kMissing,
                      {

@@ -78,10 +78,9 @@ std::unique_ptr<Engine> make_engine(const EngineOptions& o) {
   load.dtype = tensor::DType::kF32;
   load.batch_invariant = true;
   auto model = model::Model::load(kModel, load);
-  auto exec = std::make_unique<runtime::SingleRankExecutor>(
-      std::make_unique<runtime::Worker>(std::move(model),
-                                        runtime::WorkerOptions{o.num_blocks, o.block_size,
-                                                               o.scheduler.max_num_batched_tokens}));
+  auto exec = std::make_unique<runtime::SingleRankExecutor>(std::make_unique<runtime::Worker>(
+      std::move(model),
+      runtime::WorkerOptions{o.num_blocks, o.block_size, o.scheduler.max_num_batched_tokens}));
   return std::make_unique<Engine>(o, std::move(exec), nullptr);
 }
 
@@ -177,7 +176,7 @@ std::vector<std::vector<int32_t>> shared_prefix_prompts() {
     for (int j = 0; j < 1 + i % 5; ++j) p.push_back((7 * i + 3 * j + 1) % 256);
     out.push_back(p);
   }
-  out.push_back(out[2]);                                             // a repeat
+  out.push_back(out[2]);                                                    // a repeat
   out.push_back(std::vector<int32_t>(system.begin(), system.begin() + 8));  // block-aligned prefix
   out.push_back(std::vector<int32_t>(system.begin(), system.begin() + 9));
   return out;
@@ -207,8 +206,8 @@ TEST(ServingEnginePrefixCache, SameGreedyTokensWithAndWithoutAtF32) {
   EXPECT_EQ(off->stats().prefix_cache_queries, 0u);
   // One at a time (every later prompt finds the earlier ones' blocks), then all at once in small
   // chunked steps, then under preemption in a cache too small for all of them.
-  for (auto [blocks, budget, alone] : {std::tuple{256, 512, true}, std::tuple{256, 7, false},
-                                       std::tuple{14, 512, false}}) {
+  for (auto [blocks, budget, alone] :
+       {std::tuple{256, 512, true}, std::tuple{256, 7, false}, std::tuple{14, 512, false}}) {
     SCOPED_TRACE(testing::Message() << blocks << " blocks, budget " << budget);
     auto on = make_engine(blocks, budget, true);
     EXPECT_EQ(run_prompts(*on, prompts, alone), expected);

@@ -30,10 +30,10 @@ TEST(StepMessage, RoundTripsCopiesAndChunks) {
 
 TEST(StepMessage, RefusesMalformedMessages) {
   EXPECT_THROW(DecodedStep(std::vector<int64_t>{}), Error);
-  EXPECT_THROW(DecodedStep(std::vector<int64_t>{1, 4}), Error);          // a copy cut short
-  EXPECT_THROW(DecodedStep(std::vector<int64_t>{1, -1, 2, 0}), Error);   // a negative block
+  EXPECT_THROW(DecodedStep(std::vector<int64_t>{1, 4}), Error);              // a copy cut short
+  EXPECT_THROW(DecodedStep(std::vector<int64_t>{1, -1, 2, 0}), Error);       // a negative block
   EXPECT_THROW(DecodedStep(std::vector<int64_t>{0, 1, 0, 0, 5, 0}), Error);  // tokens past the end
-  EXPECT_THROW(DecodedStep(std::vector<int64_t>{0, 0, 7}), Error);       // words left over
+  EXPECT_THROW(DecodedStep(std::vector<int64_t>{0, 0, 7}), Error);           // words left over
   EXPECT_NO_THROW(DecodedStep(std::vector<int64_t>{0, 0}));
 }
 

@@ -68,8 +68,8 @@ void BlockManager::prepare_write(BlockTable& table, int64_t from, int64_t to,
   if (to <= from) return;
   const int64_t need = blocks_to_write(table, from, to);
   if (need > free_blocks())
-    fail("KV cache exhausted: {} more blocks needed to write positions {}..{}, {} free of {}",
-         need, from, to - 1, free_blocks(), num_blocks_);
+    fail("KV cache exhausted: {} more blocks needed to write positions {}..{}, {} free of {}", need,
+         from, to - 1, free_blocks(), num_blocks_);
   const auto have = static_cast<int64_t>(table.blocks_.size());
   for (int64_t b = from / block_size_; b < std::min(have, (to - 1) / block_size_ + 1); ++b) {
     int32_t& block = table.blocks_[static_cast<size_t>(b)];
@@ -116,8 +116,8 @@ void BlockManager::register_full_blocks(BlockTable& table, std::span<const int32
                                         int64_t num_computed) {
   if (!prefix_caching_) return;
   const auto bs = static_cast<size_t>(block_size_);
-  const size_t full = std::min({static_cast<size_t>(num_computed) / bs, table.blocks_.size(),
-                                tokens.size() / bs});
+  const size_t full =
+      std::min({static_cast<size_t>(num_computed) / bs, table.blocks_.size(), tokens.size() / bs});
   for (size_t b = table.hashes_.size(); b < full; ++b) {
     const uint64_t parent = b == 0 ? kRootHash : table.hashes_[b - 1];
     const auto block_tokens = tokens.subspan(b * bs, bs);

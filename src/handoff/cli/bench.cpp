@@ -195,8 +195,8 @@ void run_bench_serve(const ServeBenchFlags& f) {
   if (f.soak) return run_soak_bench(f);
   check(f.bench);
   const auto& b = f.bench;
-  const auto [timings, wall] = run_closed_loop(
-      b, [&](int64_t i) { return one_request(f, bench_prompt(b, i, b.token_hi)); });
+  const auto [timings, wall] =
+      run_closed_loop(b, [&](int64_t i) { return one_request(f, bench_prompt(b, i, b.token_hi)); });
   print_report("handoff bench serve " + f.url, timings, wall, b.concurrency);
   fail_on_errors(timings);
 }

@@ -90,8 +90,7 @@ uint64_t Engine::submit(Request request, const std::shared_ptr<RequestStream>& s
   return enqueue(std::move(request), s, first_index);
 }
 
-uint64_t Engine::enqueue(Request request, std::shared_ptr<RequestStream>& stream,
-                         int first_index) {
+uint64_t Engine::enqueue(Request request, std::shared_ptr<RequestStream>& stream, int first_index) {
   const int64_t vocab = executor_->config().vocab_size;
   if (request.n < 1 || request.n > options_.scheduler.max_num_seqs)
     fail_input("n must be between 1 and the server's max_num_seqs ({}), got {}",

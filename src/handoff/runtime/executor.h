@@ -1,8 +1,8 @@
 #pragma once
 // What the engine drives: one step over the model, wherever its ranks live. The engine hands it
-// the step (block copies; chunks: tokens, positions, block tables) and gets back the logits of each chunk's
-// last token (every token of an all_logits chunk), so it does not care whether the model is one
-// rank in this thread, ranks as threads (LocalExecutor) or processes of an mpirun job
+// the step (block copies; chunks: tokens, positions, block tables) and gets back the logits of each
+// chunk's last token (every token of an all_logits chunk), so it does not care whether the model is
+// one rank in this thread, ranks as threads (LocalExecutor) or processes of an mpirun job
 // (MpiExecutor).
 #include <vector>
 

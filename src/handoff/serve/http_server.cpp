@@ -274,8 +274,8 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
     parsed = parse_request(endpoint, ex.request().body, ctx_);
     // Every choice of every prompt on one stream: choice index = prompt index * n + choice.
     const int n = parsed.request.n;
-    stream = std::make_shared<engine::RequestStream>(
-        0, static_cast<int>(parsed.prompts.size()) * n);
+    stream =
+        std::make_shared<engine::RequestStream>(0, static_cast<int>(parsed.prompts.size()) * n);
     for (size_t i = 0; i < parsed.prompts.size(); ++i) {
       engine::Request r = parsed.request;
       r.prompt = parsed.prompts[i];
