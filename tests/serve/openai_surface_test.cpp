@@ -100,7 +100,7 @@ TEST_F(OpenAiSurface, ResponsesCarryTheSystemFingerprint) {
   engine::RequestEvent all;
   all.text = "x";
   all.finish_reason = "stop";
-  EXPECT_EQ(make_response(p, "chatcmpl-1", 0, all, ctx_)["system_fingerprint"], "fp_test");
+  EXPECT_EQ(make_response(p, "chatcmpl-1", 0, {all}, ctx_)["system_fingerprint"], "fp_test");
   EXPECT_EQ(make_chunk(p, "chatcmpl-1", 0, all, ctx_)["system_fingerprint"], "fp_test");
   EXPECT_EQ(make_role_chunk(p, "chatcmpl-1", 0)["system_fingerprint"], "fp_test");
   EXPECT_EQ(make_usage_chunk(p, "chatcmpl-1", 0, 1, 1)["system_fingerprint"], "fp_test");

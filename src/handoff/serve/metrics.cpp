@@ -68,7 +68,8 @@ std::string render_metrics(const engine::EngineStats& s, const HttpCounts& http,
   for (const auto& [reason, n] : s.finished)
     out += fmt::format("handoff_requests_finished_total{{{},finish_reason=\"{}\"}} {}\n", m, reason,
                        n);
-  scalar(out, "handoff_prompt_tokens_total", "counter", "Prompt tokens computed (prefix-cache hits are not).", m,
+  scalar(out, "handoff_prompt_tokens_total", "counter",
+         "Prompt tokens computed (prefix-cache hits are not).", m,
          static_cast<double>(s.prompt_tokens));
   scalar(out, "handoff_generation_tokens_total", "counter", "Tokens generated.", m,
          static_cast<double>(s.generation_tokens));

@@ -243,8 +243,8 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
       throw ApiError(400, "'prompt' is required", "prompt", "missing_required_parameter");
     // One prompt (text or token ids), or a batch: a list of texts or of token-id lists.
     const json& prompt = body["prompt"];
-    const bool batch = prompt.is_array() && !prompt.empty() &&
-                       (prompt[0].is_string() || prompt[0].is_array());
+    const bool batch =
+        prompt.is_array() && !prompt.empty() && (prompt[0].is_string() || prompt[0].is_array());
     if (batch && prompt.size() > kMaxPrompts)
       bad("prompt", fmt::format("at most {} prompts per request", kMaxPrompts));
     const size_t count = batch ? prompt.size() : 1;
@@ -263,9 +263,8 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
         check_token_count(one.size(), param, ctx);
         ids = token_list(one, param.c_str(), vocab);
       } else {
-        bad(param,
-            batch ? "each prompt of a list must be a string or a list of token ids"
-                  : "'prompt' must be a string, a list of token ids, or a list of those");
+        bad(param, batch ? "each prompt of a list must be a string or a list of token ids"
+                         : "'prompt' must be a string, a list of token ids, or a list of those");
       }
       if (ids.empty()) bad(param, "the prompt is empty");
       p.prompts.push_back(std::move(ids));
