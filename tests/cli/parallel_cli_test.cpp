@@ -131,5 +131,46 @@ TEST(ParallelCli, MpiBackendMatchesLocalBackend) {
   std::filesystem::remove_all(dir);
 }
 
+// --dump of a tp2 x pp2 SP run holds every layer of both stages (each stage records its own
+// layers; the reporting rank collects the others'): as threads and as 4 mpirun processes, the
+// indexer's key selections, the routed experts and the greedy tokens equal the reference's
+// golden outputs exactly, the logits within 1e-4, and the two dumps equal each other.
+TEST(ParallelCli, DumpOfEveryStageEqualsGoldenOnBothBackends) {
+  const auto dir = std::filesystem::temp_directory_path() / "handoff_mpi_dump_test";
+  std::filesystem::create_directories(dir);
+  const std::string gen = "generate --model " + kModel + " --prompts-json " + kModel +
+                          "/prompts.json --max-new-tokens 8 --dtype f32 --tp 2 --pp 2 --sp on " +
+                          "--comm-timeout 60 --dump ";
+  const auto local = run_handoff(gen + (dir / "local.json").string());
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  const auto mpi = run_command(std::string(HANDOFF_MPIRUN) + " -np 4 " + HANDOFF_BINARY + " " +
+                               gen + (dir / "mpi.json").string() + " --comm mpi");
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.output;
+  const auto golden = nlohmann::json::parse(std::ifstream(kModel + "/golden.json"))["prompts"];
+  const auto a = nlohmann::json::parse(std::ifstream(dir / "local.json"))["prompts"];
+  const auto b = nlohmann::json::parse(std::ifstream(dir / "mpi.json"))["prompts"];
+  ASSERT_EQ(a.size(), golden.size());
+  ASSERT_EQ(b.size(), golden.size());
+  for (size_t p = 0; p < golden.size(); ++p) {
+    const auto& g = golden[p];
+    // Every layer has its rows: 6 layers x the prompt's tokens, experts of the 5 MoE layers.
+    ASSERT_EQ(g["indexer_topk_prefill"].size(), 6u);
+    for (const auto& layer : b[p]["indexer_topk_prefill"])
+      EXPECT_EQ(layer.size(), g["tokens"].size()) << "prompt " << p;
+    EXPECT_EQ(b[p]["moe_experts_prefill"].size(), 5u) << "prompt " << p;
+    for (const char* exact : {"tokens", "greedy_tokens", "indexer_topk_prefill",
+                              "indexer_topk_decode", "moe_experts_prefill"}) {
+      EXPECT_EQ(a[p][exact], g[exact]) << "local " << exact << " of prompt " << p;
+      EXPECT_EQ(b[p][exact], g[exact]) << "mpi " << exact << " of prompt " << p;
+    }
+    for (const char* close : {"prefill_logits", "decode_logits"}) {
+      EXPECT_LE(json_max_diff(a[p][close], g[close]), 1e-4) << "local " << close;
+      EXPECT_LE(json_max_diff(b[p][close], g[close]), 1e-4) << "mpi " << close;
+      EXPECT_LE(json_max_diff(a[p][close], b[p][close]), 1e-5) << close;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace handoff::testing

@@ -18,6 +18,7 @@
 #include "handoff/cli/flag_checks.h"
 #include "handoff/cli/log_flags.h"
 #include "handoff/cli/parallel_flags.h"
+#include "handoff/cli/rank_gather.h"
 #include "handoff/engine/dump.h"
 #include "handoff/engine/generator.h"
 #include "handoff/engine/sampler.h"
@@ -33,36 +34,6 @@
 
 namespace handoff::cli {
 namespace {
-
-// Every rank's collective counts, on `root` (empty elsewhere): each rank in turn broadcasts its
-// counts as JSON. The counts are taken before these broadcasts, which are not part of a step.
-std::vector<comm::CommCounts> gather_counts(comm::Communicator& comm, int root) {
-  const comm::CommCounts own = comm.counts();
-  const int ranks = comm.topology().world_size();
-  std::vector<comm::CommCounts> all(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    std::string blob;
-    if (r == comm.topology().rank) {
-      nlohmann::json rows = nlohmann::json::array();
-      for (const auto& [key, stats] : own)
-        rows.push_back({std::get<0>(key), static_cast<int>(std::get<1>(key)),
-                        static_cast<int>(std::get<2>(key)), stats.calls, stats.bytes});
-      blob = rows.dump();
-    }
-    int64_t size = static_cast<int64_t>(blob.size());
-    comm.broadcast(comm::Group::kWorld, &size, sizeof size, r);
-    blob.resize(static_cast<size_t>(size));
-    comm.broadcast(comm::Group::kWorld, blob.data(), blob.size(), r);
-    if (comm.topology().rank != root) continue;
-    for (const auto& row : nlohmann::json::parse(blob))
-      all[static_cast<size_t>(r)]
-         [{row[0].get<std::string>(), static_cast<comm::Op>(row[1].get<int>()),
-           static_cast<comm::Group>(row[2].get<int>())}] =
-             comm::CallStats{row[3].get<int64_t>(), row[4].get<int64_t>()};
-  }
-  comm.restore_counts(own);
-  return comm.topology().rank == root ? all : std::vector<comm::CommCounts>{};
-}
 
 // --max-new-tokens and --prefill-chunk: far beyond any context these models have.
 constexpr int64_t kMaxTokensFlag = int64_t{1} << 24;
@@ -275,6 +246,8 @@ void run_generate(const GenerateArgs& args) {
                                        forced.empty() ? std::vector<int32_t>{} : forced[i]));
           if (prints_text) fmt::print("{}\n", decoder->flush());
         }
+        // A rank records the layers of its own stage: the reporter collects the others'.
+        if (options.record && popts.pp > 1) gather_stage_traces(comm, plan, root, mine);
         // Under MPI each process holds its own rank's counts: gather them to the reporter.
         std::vector<comm::CommCounts> gathered =
             backend(args.parallel) == runtime::Backend::kMpi && ranks > 1
