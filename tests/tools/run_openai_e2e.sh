@@ -42,6 +42,15 @@ for _ in $(seq 1 300); do
 done
 [[ -n $url ]] || { echo "server did not start"; cat "$log"; exit 1; }
 node "$here/openai_e2e.mjs" "$url"
+# With two stages, /metrics counts the collectives of every rank: the first stage's layer 0 and
+# the last stage's layer 7 (under mpirun those are other processes than the serving rank 0's).
+if [[ " $* " == *" --pp 2 "* ]]; then
+  metrics=$(curl -sf "$url/metrics")
+  for layer in 0 7; do
+    grep -q "^handoff_comm_bytes_total{scope=\"layer $layer\"" <<<"$metrics" ||
+      { echo "/metrics has no collectives of layer $layer:"; grep handoff_comm <<<"$metrics"; exit 1; }
+  done
+fi
 # Under a launcher the drain signal goes to the serving rank (its pid is on the listening line):
 # Open MPI's mpirun answers SIGTERM by killing the job (SIGKILL after 1 s) and exits 1 whatever
 # the ranks do, while a drain started on rank 0 ends with every rank and mpirun exiting 0.

@@ -18,6 +18,7 @@
 #include "handoff/cli/flag_checks.h"
 #include "handoff/cli/log_flags.h"
 #include "handoff/cli/parallel_flags.h"
+#include "handoff/cli/peak_memory.h"
 #include "handoff/cli/rank_gather.h"
 #include "handoff/engine/dump.h"
 #include "handoff/engine/generator.h"
@@ -26,6 +27,7 @@
 #include "handoff/log.h"
 #include "handoff/model/model.h"
 #include "handoff/parallel/plan_json.h"
+#include "handoff/runtime/count_gather.h"
 #include "handoff/runtime/rank_launcher.h"
 #include "handoff/tensor/thread_pool.h"
 #include "handoff/text/chat_template.h"
@@ -251,8 +253,11 @@ void run_generate(const GenerateArgs& args) {
         // Under MPI each process holds its own rank's counts: gather them to the reporter.
         std::vector<comm::CommCounts> gathered =
             backend(args.parallel) == runtime::Backend::kMpi && ranks > 1
-                ? gather_counts(comm, root)
+                ? runtime::gather_counts(comm, root)
                 : std::vector<comm::CommCounts>{};
+        if (backend(args.parallel) == runtime::Backend::kMpi)
+          log::info("rank {}: peak resident memory (VmHWM) {:.1f} MiB", comm.topology().rank,
+                    static_cast<double>(peak_resident_bytes()) / (1 << 20));
         std::lock_guard lock(mutex);
         if (!gathered.empty())
           counts = std::move(gathered);
@@ -265,6 +270,10 @@ void run_generate(const GenerateArgs& args) {
         }
       });
   if (!is_root) return;  // another MPI process reports
+  if (backend(args.parallel) == runtime::Backend::kLocal)
+    log::info("peak resident memory (VmHWM) of this process ({} rank{}): {:.1f} MiB", ranks,
+              ranks == 1 ? "" : "s as threads",
+              static_cast<double>(peak_resident_bytes()) / (1 << 20));
 
   double prefill_s = 0, decode_s = 0;
   int64_t prefill_tokens = 0, decode_tokens = 0;

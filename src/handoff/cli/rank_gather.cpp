@@ -20,31 +20,6 @@ std::string broadcast_blob(comm::Communicator& comm, std::string blob, int from)
 
 }  // namespace
 
-std::vector<comm::CommCounts> gather_counts(comm::Communicator& comm, int root) {
-  const comm::CommCounts own = comm.counts();
-  const int ranks = comm.topology().world_size();
-  std::vector<comm::CommCounts> all(static_cast<size_t>(ranks));
-  for (int r = 0; r < ranks; ++r) {
-    std::string blob;
-    if (r == comm.topology().rank) {
-      nlohmann::json rows = nlohmann::json::array();
-      for (const auto& [key, stats] : own)
-        rows.push_back({std::get<0>(key), static_cast<int>(std::get<1>(key)),
-                        static_cast<int>(std::get<2>(key)), stats.calls, stats.bytes});
-      blob = rows.dump();
-    }
-    blob = broadcast_blob(comm, std::move(blob), r);
-    if (comm.topology().rank != root) continue;
-    for (const auto& row : nlohmann::json::parse(blob))
-      all[static_cast<size_t>(r)]
-         [{row[0].get<std::string>(), static_cast<comm::Op>(row[1].get<int>()),
-           static_cast<comm::Group>(row[2].get<int>())}] =
-             comm::CallStats{row[3].get<int64_t>(), row[4].get<int64_t>()};
-  }
-  comm.restore_counts(own);
-  return comm.topology().rank == root ? all : std::vector<comm::CommCounts>{};
-}
-
 void gather_stage_traces(comm::Communicator& comm, const parallel::Plan& plan, int root,
                          std::vector<engine::GenerationResult>& results) {
   const comm::CommCounts own = comm.counts();

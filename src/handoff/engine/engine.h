@@ -85,8 +85,8 @@ class Engine {
   void run_until_idle();
 
   EngineStats stats() const;
-  // Collectives counted so far by the model's ranks in this process (empty for one rank).
-  comm::CommCounts comm_counts() const { return executor_->comm_counts(); }
+  // Collectives counted so far by every rank of the model (empty for one rank), summed.
+  runtime::CollectiveCounts comm_counts() const { return executor_->comm_counts(); }
   int64_t in_flight() const;
 
  private:

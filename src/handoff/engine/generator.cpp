@@ -4,7 +4,6 @@
 #include <chrono>
 
 #include "handoff/error.h"
-#include "handoff/parallel/scopes.h"
 
 namespace handoff::engine {
 namespace {
@@ -30,7 +29,7 @@ Generator::Generator(model::Model& model, int64_t max_context, int64_t block_siz
 
 tensor::Tensor Generator::forward(const GenerationOptions& options,
                                   const model::SequenceChunk& chunk, model::StepTrace* trace) {
-  const int rank = model_.comm() != nullptr ? model_.comm()->topology().rank : 0;
+  const int rank = model_.world_rank();
   if (rank == options.fail_rank && forwards_ == options.fail_at_step)
     fail("rank {}: injected failure at step {} (--fail-rank {} --fail-at-step {})", rank, forwards_,
          options.fail_rank, options.fail_at_step);
@@ -98,12 +97,7 @@ GenerationResult Generator::run(const std::vector<int32_t>& prompt,
       }
       sampled = sampler.sample(last, n, options.sampling);
     }
-    if (comm::Communicator* comm = model_.comm();
-        comm != nullptr && comm->topology().world_size() > 1) {
-      comm->set_scope(parallel::sample_scope());
-      comm->broadcast(comm::Group::kWorld, &sampled, sizeof sampled,
-                      (comm->topology().pp - 1) * comm->topology().tp);
-    }
+    sampled = model_.share_sampled_token(sampled);
     const int32_t fed = forced.empty() ? sampled : forced[static_cast<size_t>(step)];
     result.generated.push_back(sampled);
     if (options.on_token) options.on_token(sampled);

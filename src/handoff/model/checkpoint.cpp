@@ -212,4 +212,18 @@ tensor::Tensor Checkpoint::load(const std::string& name, const tensor::Shape& ex
   return w.to(dtype);
 }
 
+tensor::Tensor Checkpoint::load_slice(const std::string& name, const tensor::Shape& expected,
+                                      tensor::DType dtype, int64_t dim, int64_t begin,
+                                      int64_t end) const {
+  const tensor::DType stored = stored_dtype(name);
+  if (stored == tensor::DType::kF8E4M3) return load(name, expected, dtype).slice(dim, begin, end);
+  // Validated as a whole, viewed on the mapping, converted only where this rank reads.
+  const tensor::Tensor part = load(name, expected, stored).slice(dim, begin, end);
+  return stored == dtype ? part : part.to(dtype);
+}
+
+void Checkpoint::release_pages() const {
+  for (const auto& file : files_) file->release_pages();
+}
+
 }  // namespace handoff::model

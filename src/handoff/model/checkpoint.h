@@ -32,6 +32,13 @@ class Checkpoint {
   // [ceil(rows/block_rows), ceil(cols/block_cols)] and are dequantised through it.
   tensor::Tensor load(const std::string& name, const tensor::Shape& expected,
                       tensor::DType dtype) const;
+  // Only rows [begin, end) along dimension `dim` of it: a rank's slice is converted (and so
+  // read) alone, never the whole tensor; an FP8 tensor is dequantised whole, then sliced.
+  tensor::Tensor load_slice(const std::string& name, const tensor::Shape& expected,
+                            tensor::DType dtype, int64_t dim, int64_t begin, int64_t end) const;
+  // Drops this process's resident pages of every file: after a part of the model was copied out,
+  // so a rank's peak memory holds its own weights, not the pages of the tensors it sliced.
+  void release_pages() const;
 
   // Progress of loading, reported on a terminal by the caller.
   size_t total_bytes() const;

@@ -60,16 +60,21 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
   kv_a_ = weights.linear(p + "kv_a_proj_with_mqa.weight", {kv_rank_ + rope_dim_, hidden_});
   kv_a_norm_ = weights.f32(p + "kv_a_layernorm.weight", {kv_rank_});
 
-  const Tensor q_b = weights.matrix(p + "q_b_proj.weight", {q_rows, q_rank_});
-  q_b_ = weights.make_linear(q_b.slice(0, heads.begin * qk, (heads.begin + heads_) * qk));
-  const Tensor o = weights.matrix(p + "o_proj.weight", {hidden_, o_cols});
-  o_proj_ = weights.make_linear(o.slice(1, heads.begin * v_dim_, (heads.begin + heads_) * v_dim_));
+  q_b_ = weights.make_linear(weights.matrix_slice(p + "q_b_proj.weight", {q_rows, q_rank_}, 0,
+                                                  heads.begin * qk, (heads.begin + heads_) * qk));
+  o_proj_ = weights.make_linear(weights.matrix_slice(p + "o_proj.weight", {hidden_, o_cols}, 1,
+                                                     heads.begin * v_dim_,
+                                                     (heads.begin + heads_) * v_dim_));
 
-  // kv_b_proj rows of head h: [W_UK[h] (nope rows); W_UV[h] (v rows)], each [.., kv_rank].
-  const Tensor kv_b = weights.f32(p + "kv_b_proj.weight", {kv_b_rows, kv_rank_});
+  // kv_b_proj rows of head h: [W_UK[h] (nope rows); W_UV[h] (v rows)], each [.., kv_rank]; this
+  // rank's heads only.
+  const int64_t head_rows = nope_ + v_dim_;
+  const Tensor kv_b =
+      weights.f32_slice(p + "kv_b_proj.weight", {kv_b_rows, kv_rank_}, 0,
+                        heads.begin * head_rows, (heads.begin + heads_) * head_rows);
   const Tensor kv_b_c = kv_b.is_contiguous() ? kv_b : kv_b.contiguous();
-  for (int64_t h = heads.begin; h < heads.begin + heads_; ++h) {
-    const float* base = kv_b_c.data<float>() + h * (nope_ + v_dim_) * kv_rank_;
+  for (int64_t h = 0; h < heads_; ++h) {
+    const float* base = kv_b_c.data<float>() + h * head_rows * kv_rank_;
     Tensor uk_t = Tensor::empty({kv_rank_, nope_}, DType::kF32);
     for (int64_t n = 0; n < nope_; ++n)
       for (int64_t r = 0; r < kv_rank_; ++r)

@@ -52,29 +52,39 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
                 checkpoint.stored_dtype("model.embed_tokens.weight") == DType::kF32
             ? DType::kF32
             : DType::kBF16;
-    m->embed_ =
-        weights.load("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}, embed_dtype);
-    if (tp > 1) m->embed_ = m->embed_.slice(0, m->vocab_begin_, m->vocab_end_).contiguous();
+    // This rank's rows; without a conversion a view of the mapping, of which a step reads (and
+    // keeps resident) only the rows of its tokens.
+    m->embed_ = weights.load_slice("model.embed_tokens.weight", {c.vocab_size, c.hidden_size},
+                                   embed_dtype, 0, m->vocab_begin_, m->vocab_end_);
+    checkpoint.release_pages();
   }
   if (m->is_last_stage()) {
     m->final_norm_ = weights.f32("model.norm.weight", {c.hidden_size});
     const std::string head_name =
         c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight";
-    m->lm_head_ = weights.make_linear(weights.matrix(head_name, {c.vocab_size, c.hidden_size})
-                                          .slice(0, m->vocab_begin_, m->vocab_end_),
+    m->lm_head_ = weights.make_linear(weights.matrix_slice(head_name, {c.vocab_size, c.hidden_size},
+                                                           0, m->vocab_begin_, m->vocab_end_),
                                       options.dtype);
+    checkpoint.release_pages();
   }
   const parallel::StagePlan& stage = m->plan_.stages[static_cast<size_t>(m->stage_)];
   m->layers_.reserve(stage.layers.size());
-  for (const parallel::LayerPlan& lp : stage.layers)
+  for (const parallel::LayerPlan& lp : stage.layers) {
     m->layers_.emplace_back(c, weights, lp, TensorParallelRank{m->tp_rank_, tp, options.comm},
                             lp.index - stage.first_layer);
+    checkpoint.release_pages();  // the layer's slices are copied out
+  }
   if (progress) progress->finish();
+  // What this rank holds: its linear weights (its heads, experts, FFN and vocab slices of its
+  // stage's layers) and its embedding rows; norms and biases are a few KiB.
+  const size_t held = weights.linear_bytes() + (m->embed_.defined() ? m->embed_.nbytes() : 0);
   log::info(
-      "loaded {} ({} layers, {}) from {} in {:.2f} s; stage {} layers [{}, {}), tp rank {} of {}",
+      "loaded {} ({} layers, {}) from {} in {:.2f} s; stage {} layers [{}, {}), tp rank {} of {}; "
+      "rank {} holds {:.1f} MiB of weights",
       family_name(c.family), c.num_hidden_layers, tensor::dtype_name(options.dtype), dir,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), m->stage_,
-      stage.first_layer, stage.end_layer, m->tp_rank_, tp);
+      stage.first_layer, stage.end_layer, m->tp_rank_, tp, m->world_rank(),
+      static_cast<double>(held) / (1 << 20));
   return m;
 }
 
@@ -256,6 +266,15 @@ Tensor Model::logits(const std::vector<SequenceChunk>& chunks, Activations& io) 
                   static_cast<size_t>(std::max<int64_t>(0, width)) * sizeof(float));
   }
   return out;
+}
+
+int Model::world_rank() const { return comm_ != nullptr ? comm_->topology().rank : 0; }
+
+int32_t Model::share_sampled_token(int32_t token) {
+  if (comm_ == nullptr || comm_->topology().world_size() == 1) return token;
+  comm_->set_scope(parallel::sample_scope());
+  comm_->broadcast(comm::Group::kWorld, &token, sizeof token, (plan_.options.pp - 1) * plan_.options.tp);
+  return token;
 }
 
 void Model::profile_run(int64_t max_tokens) {

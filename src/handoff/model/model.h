@@ -39,6 +39,11 @@ class Model {
   tensor::DType dtype() const { return dtype_; }
   comm::Communicator* comm() const { return comm_; }
   int stage() const { return stage_; }
+  // This rank's world rank (0 for a model of one rank).
+  int world_rank() const;
+  // The token the last stage sampled, on every rank: the last stage's first tp rank broadcasts
+  // it to the world (counted under parallel::sample_scope()); one rank returns `token`.
+  int32_t share_sampled_token(int32_t token);
   bool is_first_stage() const { return stage_ == 0; }
   bool is_last_stage() const { return stage_ + 1 == plan_.options.pp; }
   // Weight bytes a decode token reads in the whole model (all ranks): attention, dense layers,

@@ -1,5 +1,7 @@
 #include "handoff/model/safetensors.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -154,6 +156,12 @@ std::shared_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
                  *spans[i - 1].second);
   }
   return st;
+}
+
+void SafetensorsFile::release_pages() const {
+  // Advice only: should the kernel refuse, the pages stay resident and nothing else changes.
+  if (file_->size() > 0)
+    ::madvise(const_cast<uint8_t*>(file_->data()), file_->size(), MADV_DONTNEED);
 }
 
 tensor::Tensor SafetensorsFile::get(const std::string& name) const {

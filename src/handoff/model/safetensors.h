@@ -32,6 +32,10 @@ class SafetensorsFile {
   bool has(const std::string& name) const { return entries_.count(name) != 0; }
   // A zero-copy view of tensor `name`.
   tensor::Tensor get(const std::string& name) const;
+  // Drops this process's resident pages of the file (MADV_DONTNEED). The mapping is read-only
+  // and never written, so every view stays valid: a page read later is read from the file (the
+  // page cache) again.
+  void release_pages() const;
 
  private:
   std::shared_ptr<tensor::MappedFile> file_;

@@ -1,6 +1,8 @@
 #pragma once
 // Turns checkpoint tensors into module weights: linear weights repacked for the kernels in the
 // compute dtype, everything else (norms, router, biases) in f32.
+#include <fmt/format.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,7 +34,7 @@ class WeightLoader {
   const Checkpoint& checkpoint() const { return checkpoint_; }
 
   ops::LinearWeight linear(const std::string& name, const tensor::Shape& shape) const {
-    return make_linear(load(name, shape, load_dtype()), dtype_);
+    return make_linear(load(name, shape, pack_source_dtype(name)), dtype_);
   }
   // Always f32, whatever the compute dtype (the router runs in fp32, MODEL_SPEC §3).
   ops::LinearWeight linear_f32(const std::string& name, const tensor::Shape& shape) const {
@@ -40,19 +42,41 @@ class WeightLoader {
   }
   // Every linear weight of the model is built here, so they all share the run's options.
   ops::LinearWeight make_linear(const tensor::Tensor& w, tensor::DType dtype) const {
-    return ops::LinearWeight(w, dtype, options_.row_independent);
+    return held(ops::LinearWeight(w, dtype, options_.row_independent));
   }
   ops::LinearWeight make_linear(const tensor::Tensor& w) const { return make_linear(w, dtype_); }
   // Row-stacked parts packed as one weight (e.g. a fused gate/up projection).
   ops::LinearWeight make_linear(const std::vector<tensor::Tensor>& parts) const {
-    return ops::LinearWeight(parts, dtype_, options_.row_independent);
+    return held(ops::LinearWeight(parts, dtype_, options_.row_independent));
   }
+  // Bytes of the linear weights built so far: what this rank holds of the model's matrices.
+  size_t linear_bytes() const { return linear_bytes_; }
   tensor::Tensor f32(const std::string& name, const tensor::Shape& shape) const {
     return load(name, shape, tensor::DType::kF32);
   }
   // The tensor in the dtype linear weights are built from (no extra rounding for f32 runs).
   tensor::Tensor matrix(const std::string& name, const tensor::Shape& shape) const {
     return load(name, shape, load_dtype());
+  }
+  // Rows [begin, end) along `dim` of a tensor whose rest belongs to other ranks: only the slice
+  // is converted and scanned, so a rank reads no more of the tensor than its part.
+  // What it returns is packed by make_linear.
+  tensor::Tensor matrix_slice(const std::string& name, const tensor::Shape& shape, int64_t dim,
+                              int64_t begin, int64_t end) const {
+    return load_slice(name, shape, pack_source_dtype(name), dim, begin, end);
+  }
+  tensor::Tensor f32_slice(const std::string& name, const tensor::Shape& shape, int64_t dim,
+                           int64_t begin, int64_t end) const {
+    return load_slice(name, shape, tensor::DType::kF32, dim, begin, end);
+  }
+  tensor::Tensor load_slice(const std::string& name, const tensor::Shape& shape,
+                            tensor::DType dtype, int64_t dim, int64_t begin, int64_t end) const {
+    tensor::Tensor t = checkpoint_.load_slice(name, shape, dtype, dim, begin, end);
+    if (options_.check_finite)
+      require_finite(name, t.is_contiguous() ? t : t.contiguous(),
+                     fmt::format(" (this rank's slice [{}, {}) of dimension {})", begin, end, dim));
+    if (options_.progress != nullptr) options_.progress->advance(checkpoint_.stored_bytes(name));
+    return t;
   }
   tensor::Tensor load(const std::string& name, const tensor::Shape& shape,
                       tensor::DType dtype) const {
@@ -65,10 +89,24 @@ class WeightLoader {
   }
 
  private:
+  // The dtype a linear weight is read in before packing: the stored one when it widens exactly
+  // to the compute dtype (bf16 or f16 into f32; the packing converts row by row, so no f32 copy
+  // of the tensor is made), else the one matrix() gives.
+  tensor::DType pack_source_dtype(const std::string& name) const {
+    const tensor::DType stored = checkpoint_.stored_dtype(name);
+    const bool widens = load_dtype() == tensor::DType::kF32 &&
+                        (stored == tensor::DType::kBF16 || stored == tensor::DType::kF16);
+    return widens ? stored : load_dtype();
+  }
   tensor::DType load_dtype() const {
     return dtype_ == tensor::DType::kF32 ? tensor::DType::kF32 : tensor::DType::kBF16;
   }
-  void require_finite(const std::string& name, const tensor::Tensor& t) const {
+  ops::LinearWeight held(ops::LinearWeight w) const {
+    linear_bytes_ += w.weight_bytes();
+    return w;
+  }
+  void require_finite(const std::string& name, const tensor::Tensor& t,
+                      const std::string& part = "") const {
     const std::optional<int64_t> at = tensor::first_non_finite(t);
     if (!at) return;
     float value = 0;
@@ -77,14 +115,15 @@ class WeightLoader {
                                static_cast<size_t>(*at) * tensor::dtype_size(t.dtype()),
                            &value, 1);
     fail_input(
-        "{}: tensor '{}' {} holds a non-finite value ({}) at element {}: the checkpoint is "
+        "{}: tensor '{}' {} holds a non-finite value ({}) at element {}{}: the checkpoint is "
         "corrupt (--no-check-weights skips this check)",
-        checkpoint_.path_of(name), name, tensor::shape_str(t.shape()), value, *at);
+        checkpoint_.path_of(name), name, tensor::shape_str(t.shape()), value, *at, part);
   }
 
   const Checkpoint& checkpoint_;
   tensor::DType dtype_;
   WeightLoaderOptions options_;
+  mutable size_t linear_bytes_ = 0;
 };
 
 }  // namespace handoff::model

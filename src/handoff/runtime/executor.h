@@ -14,15 +14,17 @@
 
 namespace handoff::runtime {
 
+// Collectives counted per (scope, op, group): what /metrics reports, summed over the ranks.
+using CollectiveCounts = comm::CommCounts;
+
 class Executor {
  public:
   virtual ~Executor() = default;
   virtual const model::ModelConfig& config() const = 0;
   // f32 logits [rows, vocab]. Throws when a rank failed; the executor is then unusable.
   virtual tensor::Tensor step(const Step& step) = 0;
-  // What the ranks' collectives counted so far (summed over the ranks this process can see);
-  // safe from any thread.
-  virtual comm::CommCounts comm_counts() const { return {}; }
+  // What every rank's collectives counted so far, summed over the ranks; safe from any thread.
+  virtual CollectiveCounts comm_counts() const { return {}; }
 };
 
 }  // namespace handoff::runtime

@@ -107,7 +107,7 @@ tensor::Tensor LocalExecutor::step(const Step& step) {
   return std::move(logits_);
 }
 
-comm::CommCounts LocalExecutor::comm_counts() const {
+CollectiveCounts LocalExecutor::comm_counts() const {
   std::lock_guard lock(mutex_);
   return counts_;
 }

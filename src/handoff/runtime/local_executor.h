@@ -38,7 +38,7 @@ class LocalExecutor : public Executor {
 
   const model::ModelConfig& config() const override { return config_; }
   tensor::Tensor step(const Step& step) override;
-  comm::CommCounts comm_counts() const override;
+  CollectiveCounts comm_counts() const override;
 
  private:
   void rank_main(int rank, const std::string& model_dir, const model::LoadOptions& load,

@@ -4,13 +4,16 @@
 #include <thread>
 
 #include "handoff/error.h"
+#include "handoff/runtime/count_gather.h"
 #include "handoff/runtime/step_message.h"
 
 namespace handoff::runtime {
 namespace {
 
-// Header of each step: the length of the step message in words, or kStop.
+// Header of each step: the length of the step message in words, kStop, or kCounts (every rank
+// sends its collective counts to rank 0, gather_counts).
 constexpr int64_t kStop = -1;
+constexpr int64_t kCounts = -2;
 
 // Rows of logits a step returns: every token of an all_logits chunk, else one per chunk.
 int64_t logit_rows(const std::vector<model::SequenceChunk>& chunks) {
@@ -51,6 +54,7 @@ MpiExecutor::~MpiExecutor() {
 }
 
 void MpiExecutor::stop_workers() {
+  std::lock_guard lock(mutex_);
   if (stopped_ || failed_) return;
   stopped_ = true;
   RuntimeScope scope(*comm_);
@@ -59,9 +63,11 @@ void MpiExecutor::stop_workers() {
 }
 
 tensor::Tensor MpiExecutor::step(const Step& step) {
+  std::lock_guard lock(mutex_);
   const std::vector<model::SequenceChunk>& chunks = step.chunks;
   if (stopped_ || failed_)
-    fail("the MPI ranks are {}", failed_ ? "gone after a failure" : "stopped");
+    fail("the MPI ranks are {}{}", failed_ ? "gone after a failure" : "stopped",
+         failure_.empty() ? "" : ": " + failure_);
   try {
     {
       RuntimeScope scope(*comm_);
@@ -77,8 +83,6 @@ tensor::Tensor MpiExecutor::step(const Step& step) {
           tensor::Tensor::empty({logit_rows(chunks), config().vocab_size}, tensor::DType::kF32);
       comm_->recv(logits.data<float>(), logits.numel(), worker_->logits_rank());
     }
-    std::lock_guard lock(counts_mutex_);
-    counts_ = comm_->counts();
     return logits;
   } catch (const comm::CommError&) {
     failed_ = true;  // another rank failed (or timed out); it told the others
@@ -90,8 +94,19 @@ tensor::Tensor MpiExecutor::step(const Step& step) {
   }
 }
 
-comm::CommCounts MpiExecutor::comm_counts() const {
-  std::lock_guard lock(counts_mutex_);
+CollectiveCounts MpiExecutor::comm_counts() const {
+  std::lock_guard lock(mutex_);
+  if (stopped_ || failed_) return counts_;
+  try {
+    RuntimeScope scope(*comm_);
+    int64_t header = kCounts;
+    comm_->broadcast(comm::Group::kWorld, &header, sizeof header, 0);
+    counts_ = sum_counts(gather_counts(*comm_, 0));
+  } catch (const comm::CommError& e) {
+    // A rank failed: the engine's next step reports it.
+    failed_ = true;
+    failure_ = e.what();
+  }
   return counts_;
 }
 
@@ -112,6 +127,10 @@ void run_mpi_worker(comm::Communicator& comm, Worker& worker) {
       RuntimeScope scope(comm);
       comm.await_broadcast(&header, sizeof header, 0);
       if (header == kStop) return;
+      if (header == kCounts) {
+        gather_counts(comm, 0);
+        continue;
+      }
       if (header < 1) fail("rank {}: bad step header {} from rank 0", comm.topology().rank, header);
       message.resize(static_cast<size_t>(header));
       comm.broadcast(comm::Group::kWorld, message.data(), message.size() * sizeof(int64_t), 0);

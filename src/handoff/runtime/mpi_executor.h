@@ -6,6 +6,7 @@
 // them, until rank 0 says stop.
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "handoff/comm/communicator.h"
@@ -23,8 +24,10 @@ class MpiExecutor : public Executor {
 
   const model::ModelConfig& config() const override { return worker_->config(); }
   tensor::Tensor step(const Step& step) override;
-  // Rank 0's own counts (its part of every collective, and the step broadcasts).
-  comm::CommCounts comm_counts() const override;
+  // Every rank's counts summed, gathered from the worker ranks now: between steps (it waits for
+  // a running step to end), through world broadcasts the workers answer from their loop. Safe
+  // from any thread; after the job stopped or failed, the last gathered counts.
+  CollectiveCounts comm_counts() const override;
 
   // Tells every worker rank to leave its loop (they then exit 0). Idempotent; not after a
   // failed step, whose ranks are already on their way out.
@@ -33,10 +36,13 @@ class MpiExecutor : public Executor {
  private:
   std::unique_ptr<comm::Communicator> comm_;
   std::unique_ptr<Worker> worker_;
-  bool stopped_ = false;
-  bool failed_ = false;
-  mutable std::mutex counts_mutex_;
-  comm::CommCounts counts_;  // copied after each step, read by /metrics from other threads
+  // Serialises the use of comm_ between the engine's steps and /metrics' gathers (MPI is
+  // initialised MPI_THREAD_SERIALIZED), and guards the fields below.
+  mutable std::mutex mutex_;
+  mutable bool stopped_ = false;
+  mutable bool failed_ = false;
+  mutable std::string failure_;       // what ended the job, when a gather found it failed
+  mutable comm::CommCounts counts_;  // the last gathered sum
 };
 
 // The loop of every rank but 0. Returns when rank 0 says stop; throws what a step threw.

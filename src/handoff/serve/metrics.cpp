@@ -114,7 +114,7 @@ std::string render_metrics(const engine::EngineStats& s, const HttpCounts& http,
             s.iteration_tokens);
   out +=
       "# HELP handoff_comm_bytes_total Bytes through collectives by layer, op and group "
-      "(this process's ranks).\n# TYPE handoff_comm_bytes_total counter\n";
+      "(summed over every rank).\n# TYPE handoff_comm_bytes_total counter\n";
   for (const auto& [key, st] : comm) {
     const auto& [layer, op, group] = key;
     out += fmt::format("handoff_comm_bytes_total{{{},scope=\"{}\",op=\"{}\",group=\"{}\"}} {}\n", m,
