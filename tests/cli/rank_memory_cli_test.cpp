@@ -26,11 +26,12 @@ TEST(RankMemoryCli, EachRankHoldsOnlyItsPart) {
   const auto dir = std::filesystem::temp_directory_path() / "handoff_rank_memory_test";
   std::filesystem::remove_all(dir);
   const std::string model = (dir / "demo").string();
-  const auto made = run_handoff("make-model --family deepseek_v32 --preset demo --seed 3 --out " +
-                                model);
+  const auto made =
+      run_handoff("make-model --family deepseek_v32 --preset demo --seed 3 --out " + model);
   ASSERT_EQ(made.exit_code, 0) << made.output;
-  const std::string gen = std::string(HANDOFF_BINARY) + " generate --model " + model +
-                          " --prompt-ids 5,6,7,8,9 --max-new-tokens 4 --threads 1 --dtype f32 --comm mpi ";
+  const std::string gen =
+      std::string(HANDOFF_BINARY) + " generate --model " + model +
+      " --prompt-ids 5,6,7,8,9 --max-new-tokens 4 --threads 1 --dtype f32 --comm mpi ";
   const std::string mpirun = std::string(HANDOFF_MPIRUN) + " -np ";
   const auto one = run_command(mpirun + "1 " + gen);
   ASSERT_EQ(one.exit_code, 0) << one.output;

@@ -57,8 +57,8 @@ std::string describe(const comm::CommCounts& counts) {
 int expect_predicted(const comm::Communicator& comm, const comm::CommCounts& predicted,
                      const std::string& what) {
   if (comm.counts() == predicted) return 0;
-  std::fprintf(stderr, "rank %d, %s: measured\n%spredicted\n%s", comm.topology().rank,
-               what.c_str(), describe(comm.counts()).c_str(), describe(predicted).c_str());
+  std::fprintf(stderr, "rank %d, %s: measured\n%spredicted\n%s", comm.topology().rank, what.c_str(),
+               describe(comm.counts()).c_str(), describe(predicted).c_str());
   return 1;
 }
 
@@ -79,19 +79,22 @@ int check_layout(const std::string& model_dir, const Layout& layout, int64_t n) 
   cache::BlockTable table;
   manager.reserve(table, n + 1);
   std::vector<int32_t> prompt(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 37 + 5) % 256);
+  for (int64_t i = 0; i < n; ++i)
+    prompt[static_cast<size_t>(i)] = static_cast<int32_t>((i * 37 + 5) % 256);
   const std::string where = model_dir.substr(model_dir.rfind('/') + 1) + " " + layout.name;
   int failures = 0;
   comm->reset_counts();
   model->forward({model::SequenceChunk{prompt, 0, &table, false}}, cache);
-  failures += expect_predicted(*comm, parallel::predicted_counts(model->plan(), model->config(), stage, n, 1),
-                               where + ": prefill of " + std::to_string(n) + " tokens");
+  failures += expect_predicted(
+      *comm, parallel::predicted_counts(model->plan(), model->config(), stage, n, 1),
+      where + ": prefill of " + std::to_string(n) + " tokens");
   const int32_t next = 7;
   comm->reset_counts();
   model->forward({model::SequenceChunk{std::span<const int32_t>(&next, 1), n, &table, false}},
                  cache);
-  failures += expect_predicted(*comm, parallel::predicted_counts(model->plan(), model->config(), stage, 1, 1),
-                               where + ": decode after " + std::to_string(n) + " tokens");
+  failures += expect_predicted(
+      *comm, parallel::predicted_counts(model->plan(), model->config(), stage, 1, 1),
+      where + ": decode after " + std::to_string(n) + " tokens");
   // Every rank learns every rank's verdict, so rank 0's "passed" speaks for all.
   std::vector<float> verdicts(static_cast<size_t>(comm->topology().world_size()));
   const float mine = static_cast<float>(failures);
@@ -120,7 +123,8 @@ int run() {
     if (rank == 0) std::fprintf(stderr, "%d mismatches over %d checks\n", failures, checks);
     return 1;
   }
-  if (rank == 0) std::printf("mpi accounting passed (%d prefill and %d decode steps)\n", checks, checks);
+  if (rank == 0)
+    std::printf("mpi accounting passed (%d prefill and %d decode steps)\n", checks, checks);
   return 0;
 }
 

@@ -70,8 +70,8 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
   // rank's heads only.
   const int64_t head_rows = nope_ + v_dim_;
   const Tensor kv_b =
-      weights.f32_slice(p + "kv_b_proj.weight", {kv_b_rows, kv_rank_}, 0,
-                        heads.begin * head_rows, (heads.begin + heads_) * head_rows);
+      weights.f32_slice(p + "kv_b_proj.weight", {kv_b_rows, kv_rank_}, 0, heads.begin * head_rows,
+                        (heads.begin + heads_) * head_rows);
   const Tensor kv_b_c = kv_b.is_contiguous() ? kv_b : kv_b.contiguous();
   for (int64_t h = 0; h < heads_; ++h) {
     const float* base = kv_b_c.data<float>() + h * head_rows * kv_rank_;

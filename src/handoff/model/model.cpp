@@ -273,7 +273,8 @@ int Model::world_rank() const { return comm_ != nullptr ? comm_->topology().rank
 int32_t Model::share_sampled_token(int32_t token) {
   if (comm_ == nullptr || comm_->topology().world_size() == 1) return token;
   comm_->set_scope(parallel::sample_scope());
-  comm_->broadcast(comm::Group::kWorld, &token, sizeof token, (plan_.options.pp - 1) * plan_.options.tp);
+  comm_->broadcast(comm::Group::kWorld, &token, sizeof token,
+                   (plan_.options.pp - 1) * plan_.options.tp);
   return token;
 }
 

@@ -41,7 +41,7 @@ class MpiExecutor : public Executor {
   mutable std::mutex mutex_;
   mutable bool stopped_ = false;
   mutable bool failed_ = false;
-  mutable std::string failure_;       // what ended the job, when a gather found it failed
+  mutable std::string failure_;      // what ended the job, when a gather found it failed
   mutable comm::CommCounts counts_;  // the last gathered sum
 };
 
