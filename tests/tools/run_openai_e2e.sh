@@ -47,7 +47,7 @@ node "$here/openai_e2e.mjs" "$url"
 if [[ " $* " == *" --pp 2 "* ]]; then
   metrics=$(curl -sf "$url/metrics")
   for layer in 0 7; do
-    grep -q "^handoff_comm_bytes_total{scope=\"layer $layer\"" <<<"$metrics" ||
+    grep -q "^handoff_comm_bytes_total{.*scope=\"layer $layer\"" <<<"$metrics" ||
       { echo "/metrics has no collectives of layer $layer:"; grep handoff_comm <<<"$metrics"; exit 1; }
   done
 fi
