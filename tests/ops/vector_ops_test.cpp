@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -198,6 +199,50 @@ TEST_P(OpsVector, TopKTiesGoToLowerIndex) {
   EXPECT_EQ(idx[1], 1);
   EXPECT_EQ(idx[2], 0);
   EXPECT_THROW(topk(y, 3, 4, idx), Error);
+}
+
+TEST_P(OpsVector, ExpSum) {
+  for (int64_t n : kLengths) {
+    auto x = random_vec(n, rng_, 5.0f);
+    auto want = x;
+    double want_sum = 0;
+    for (float& v : want) {
+      v = static_cast<float>(std::exp(static_cast<double>(v) - 3.0));
+      want_sum += v;
+    }
+    const float sum = exp_sum(x.data(), n, 3.0f);
+    expect_close(x, want, 2e-6, 1e-12);
+    EXPECT_NEAR(sum, want_sum, 2e-6 * want_sum) << "n=" << n;
+  }
+}
+
+// The O(n) select must return exactly topk's set, ties and all. Scores drawn from a handful of
+// values (as ReLU-weighted indexer scores are, with many exact zeros) make ties the rule, and
+// NaN, ±0 and ±inf are mixed in.
+TEST_P(OpsVector, TopKAscendingIsTopKSetInIndexOrder) {
+  std::uniform_int_distribution<int> pick(0, 9);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float palette[] = {0.0f, -0.0f, 1.0f, 1.0f, 2.5f, -3.0f, nan, inf, -inf, 1e-40f};
+  for (int64_t n : {1, 2, 7, 100, 257, 4096}) {
+    for (int trial = 0; trial < 4; ++trial) {
+      std::vector<float> x(static_cast<size_t>(n));
+      if (trial == 0)
+        x = random_vec(n, rng_);
+      else
+        for (float& v : x) v = palette[pick(rng_) % (trial == 1 ? 3 : 10)];
+      for (int64_t k : {int64_t{1}, std::max<int64_t>(1, n / 3), n}) {
+        std::vector<int32_t> got(k), want(k);
+        topk_ascending(x.data(), n, k, got.data());
+        topk(x.data(), n, k, want.data());  // the sort-based one, which defines the NaN rule
+        std::sort(want.begin(), want.end());
+        ASSERT_EQ(got, want) << "n=" << n << " k=" << k << " trial=" << trial;
+      }
+    }
+  }
+  float y[] = {1, 2};
+  int32_t idx[2];
+  EXPECT_THROW(topk_ascending(y, 2, 3, idx), Error);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, OpsVector,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "handoff/ops/gemm.h"
 #include "handoff/ops/vector_ops.h"
 #include "handoff/tensor/thread_pool.h"
 
@@ -51,28 +52,67 @@ void Indexer::forward(const float* x, const float* qr, const StepMeta& meta, con
   }
 
   selected.resize(static_cast<size_t>(t_count));
-  for (int64_t t = 0; t < t_count; ++t) {
-    const int64_t keys = meta.token_pos[t] + 1;
-    auto& sel = selected[static_cast<size_t>(t)];
-    sel.clear();
-    if (keys <= topk_) continue;  // every causal key is kept: DSA equals dense here
-    const auto& seq = meta.sequences[static_cast<size_t>(meta.token_seq[t])];
-    float* scores = scratch_.get(4, static_cast<size_t>(keys));
-    const float* qt = q + t * qw;
-    const float* wt = w + t * heads_;
-    tensor::parallel_for(keys, 64, [&](int64_t begin, int64_t end) {
-      for (int64_t j = begin; j < end; ++j) {
-        const float* kj = cache.index_key(cache_layer, seq.key_slots[static_cast<size_t>(j)]);
-        float s = 0.0f;
-        for (int64_t h = 0; h < heads_; ++h)
-          s += wt[h] * std::max(0.0f, ops::dot(qt + h * head_dim_, kj, head_dim_));
-        scores[j] = s;
-      }
-    });
-    sel.resize(static_cast<size_t>(topk_));
-    ops::topk(scores, keys, topk_, sel.data());
-    std::sort(sel.begin(), sel.end());
+  for (auto& sel : selected) sel.clear();  // empty: every causal key is kept (DSA = dense)
+  // Rows that select, in groups of consecutive rows of one sequence: the group's keys are
+  // gathered once per tile and scored against all its queries by one matrix product.
+  int64_t t = 0;
+  while (t < t_count) {
+    if (meta.token_pos[t] + 1 <= topk_) {
+      ++t;
+      continue;
+    }
+    int64_t end = t + 1;
+    while (end < t_count && end - t < kGroupRows && meta.token_seq[end] == meta.token_seq[t] &&
+           meta.token_pos[end] + 1 > topk_)
+      ++end;
+    select_group(t, end, q, w, meta, cache, cache_layer, selected);
+    t = end;
   }
+}
+
+void Indexer::select_group(int64_t t0, int64_t t1, const float* q, const float* w,
+                           const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer,
+                           std::vector<std::vector<int32_t>>& selected) {
+  const int64_t rows = t1 - t0;
+  const int64_t qw = heads_ * head_dim_;
+  int64_t keys = 0;
+  for (int64_t t = t0; t < t1; ++t) keys = std::max(keys, meta.token_pos[t] + 1);
+  const auto& seq = meta.sequences[static_cast<size_t>(meta.token_seq[t0])];
+  float* scores = scratch_.get(4, static_cast<size_t>(rows * keys));
+  const int64_t tiles = (keys + kTileKeys - 1) / kTileKeys;
+  tensor::parallel_for(tiles, 1, [&](int64_t tile0, int64_t tile1) {
+    float* key_t = Scratch::thread_local_buffer(1, static_cast<size_t>(head_dim_ * kTileKeys));
+    float* dots = Scratch::thread_local_buffer(2, static_cast<size_t>(rows * heads_ * kTileKeys));
+    for (int64_t tile = tile0; tile < tile1; ++tile) {
+      const int64_t j0 = tile * kTileKeys;
+      const int64_t n = std::min(kTileKeys, keys - j0);
+      // Keys transposed into [head_dim, n], so the product's rows are (token, head) queries.
+      for (int64_t i = 0; i < n; ++i) {
+        const float* key = cache.index_key(cache_layer, seq.key_slots[static_cast<size_t>(j0 + i)]);
+        for (int64_t d = 0; d < head_dim_; ++d) key_t[d * kTileKeys + i] = key[d];
+      }
+      ops::gemm(rows * heads_, n, head_dim_, q + t0 * qw, head_dim_, key_t, kTileKeys, dots,
+                kTileKeys, false);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t limit = std::min(n, meta.token_pos[t0 + r] + 1 - j0);  // causal
+        const float* wr = w + (t0 + r) * heads_;
+        float* out = scores + r * keys + j0;
+        for (int64_t i = 0; i < limit; ++i) {
+          float s = 0.0f;
+          for (int64_t h = 0; h < heads_; ++h)
+            s += wr[h] * std::max(0.0f, dots[(r * heads_ + h) * kTileKeys + i]);
+          out[i] = s;
+        }
+      }
+    }
+  });
+  tensor::parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      auto& sel = selected[static_cast<size_t>(t0 + r)];
+      sel.resize(static_cast<size_t>(topk_));
+      ops::topk_ascending(scores + r * keys, meta.token_pos[t0 + r] + 1, topk_, sel.data());
+    }
+  });
 }
 
 }  // namespace handoff::model

@@ -27,6 +27,16 @@ class Indexer {
                std::vector<std::vector<int32_t>>& selected);
 
  private:
+  // Scores rows [t0, t1) (one sequence) against all their causal keys and selects each row's
+  // top-k. Keys go through in tiles of kTileKeys, gathered and transposed once for all rows.
+  void select_group(int64_t t0, int64_t t1, const float* q, const float* w, const StepMeta& meta,
+                    cache::PagedCache& cache, int64_t cache_layer,
+                    std::vector<std::vector<int32_t>>& selected);
+
+  // A group's scores (rows × keys floats) are the only per-context scratch: 32 rows keep it at
+  // 16 MiB for a 128K context while a 512-token chunk still gathers each key only 16 times.
+  static constexpr int64_t kGroupRows = 32;
+  static constexpr int64_t kTileKeys = 128;
   int64_t heads_, head_dim_, rope_dim_, topk_;
   bool interleaved_;
   float scale_;

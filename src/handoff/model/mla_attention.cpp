@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
+#include "handoff/ops/gemm.h"
 #include "handoff/ops/vector_ops.h"
 #include "handoff/tensor/thread_pool.h"
 
@@ -149,50 +151,110 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
 }
 
 void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer,
-                          const float* q, const float* q_abs, float* latent) const {
+                          const float* q, const float* q_abs, float* latent) {
   const int64_t t_count = meta.num_tokens();
   const int64_t qk = nope_ + rope_dim_;
-  // Work items are (token, group of heads). Within an item the key loop is outermost, so each
-  // key's latent row (1 KiB) is read from L2 once and reused from L1 by every head of the
-  // group, instead of the whole key set streaming from L2 once per head. The per (head, key)
-  // arithmetic and its order are unchanged. Groups of 8 heads still give a decode step (one
-  // token, 16 heads) two items, one per thread.
-  constexpr int64_t kHeadGroup = 8;
-  const int64_t groups = (heads_ + kHeadGroup - 1) / kHeadGroup;
-  tensor::parallel_for(t_count * groups, 1, [&](int64_t begin, int64_t end) {
+  const int64_t width = kv_rank_ + rope_dim_;  // a key row: c_kv then k_pe
+  // Work items are (token, segment of up to kSegmentKeys of its keys), so one decode token
+  // still spreads over the threads; each item keeps an online softmax's running max, sum and
+  // weighted latent per head, merged per token below in segment order. Segments are fixed by
+  // key position, so results do not depend on the thread count or on the rest of the batch.
+  item_token_.clear();
+  token_first_item_.resize(static_cast<size_t>(t_count) + 1);
+  for (int64_t t = 0; t < t_count; ++t) {
+    token_first_item_[static_cast<size_t>(t)] = static_cast<int64_t>(item_token_.size());
+    const int64_t segments = (key_count(meta, t) + kSegmentKeys - 1) / kSegmentKeys;
+    for (int64_t s = 0; s < segments; ++s) item_token_.push_back(t);
+  }
+  const auto items = static_cast<int64_t>(item_token_.size());
+  token_first_item_[static_cast<size_t>(t_count)] = items;
+  float* run_max = scratch_.get(7, static_cast<size_t>(items * heads_));
+  float* run_sum = scratch_.get(8, static_cast<size_t>(items * heads_));
+  float* run_acc = scratch_.get(9, static_cast<size_t>(items * heads_ * kv_rank_));
+
+  tensor::parallel_for(items, 1, [&](int64_t begin, int64_t end) {
+    float* qcat = Scratch::thread_local_buffer(0, static_cast<size_t>(heads_ * width));
+    float* rows = Scratch::thread_local_buffer(1, static_cast<size_t>(kTileKeys * width));
+    float* rows_t = Scratch::thread_local_buffer(2, static_cast<size_t>(width * kTileKeys));
+    float* probs = Scratch::thread_local_buffer(3, static_cast<size_t>(heads_ * kTileKeys));
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / groups;
-      const int64_t h0 = item % groups * kHeadGroup;
-      const int64_t hn = std::min(kHeadGroup, heads_ - h0);
+      const int64_t t = item_token_[static_cast<size_t>(item)];
+      const int64_t k0 = (item - token_first_item_[static_cast<size_t>(t)]) * kSegmentKeys;
+      const int64_t k1 = std::min(key_count(meta, t), k0 + kSegmentKeys);
       const auto& seq = meta.sequences[static_cast<size_t>(meta.token_seq[t])];
       const auto& sel = selected_[static_cast<size_t>(t)];
-      const int64_t keys = sel.empty() ? meta.token_pos[t] + 1 : static_cast<int64_t>(sel.size());
-      float* scores = Scratch::thread_local_buffer(0, static_cast<size_t>(hn * keys));
-      auto slot_of = [&](int64_t i) {
-        const int64_t pos = sel.empty() ? i : sel[static_cast<size_t>(i)];
-        return seq.key_slots[static_cast<size_t>(pos)];
-      };
-      const float* qa = q_abs + (t * heads_ + h0) * kv_rank_;
-      const float* qpe = q + t * heads_ * qk + h0 * qk + nope_;
-      for (int64_t i = 0; i < keys; ++i) {
-        const int64_t slot = slot_of(i);
-        const float* ckv = cache.ckv(cache_layer, slot);
-        const float* kpe = cache.kpe(cache_layer, slot);
-        for (int64_t h = 0; h < hn; ++h)
-          scores[h * keys + i] = (ops::dot(qa + h * kv_rank_, ckv, kv_rank_) +
-                                  ops::dot(qpe + h * qk, kpe, rope_dim_)) *
-                                 softmax_scale_;
+      // The query of head h against a key row: [W_UKᵀ q_nope (kv_rank); q_pe (rope)].
+      for (int64_t h = 0; h < heads_; ++h) {
+        std::memcpy(qcat + h * width, q_abs + (t * heads_ + h) * kv_rank_,
+                    static_cast<size_t>(kv_rank_) * sizeof(float));
+        std::memcpy(qcat + h * width + kv_rank_, q + t * heads_ * qk + h * qk + nope_,
+                    static_cast<size_t>(rope_dim_) * sizeof(float));
       }
-      for (int64_t h = 0; h < hn; ++h) ops::softmax(scores + h * keys, keys);
-      float* lat = latent + (t * heads_ + h0) * kv_rank_;
-      std::memset(lat, 0, static_cast<size_t>(hn * kv_rank_) * sizeof(float));
-      for (int64_t i = 0; i < keys; ++i) {
-        const float* ckv = cache.ckv(cache_layer, slot_of(i));
-        for (int64_t h = 0; h < hn; ++h)
-          ops::axpy(scores[h * keys + i], ckv, lat + h * kv_rank_, kv_rank_);
+      float* m = run_max + item * heads_;
+      float* l = run_sum + item * heads_;
+      float* acc = run_acc + item * heads_ * kv_rank_;
+      std::fill(m, m + heads_, -std::numeric_limits<float>::infinity());
+      std::fill(l, l + heads_, 0.0f);
+      std::fill(acc, acc + heads_ * kv_rank_, 0.0f);
+      for (int64_t j0 = k0; j0 < k1; j0 += kTileKeys) {
+        const int64_t n = std::min(kTileKeys, k1 - j0);
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t pos = sel.empty() ? j0 + i : sel[static_cast<size_t>(j0 + i)];
+          const int64_t slot = seq.key_slots[static_cast<size_t>(pos)];
+          std::memcpy(rows + i * width, cache.ckv(cache_layer, slot),
+                      static_cast<size_t>(kv_rank_) * sizeof(float));
+          std::memcpy(rows + i * width + kv_rank_, cache.kpe(cache_layer, slot),
+                      static_cast<size_t>(rope_dim_) * sizeof(float));
+        }
+        ops::transpose(n, width, rows, width, rows_t, kTileKeys);
+        ops::gemm(heads_, n, width, qcat, width, rows_t, kTileKeys, probs, kTileKeys, false);
+        for (int64_t h = 0; h < heads_; ++h) {
+          float* p = probs + h * kTileKeys;
+          float tile_max = -std::numeric_limits<float>::infinity();
+          for (int64_t i = 0; i < n; ++i) {
+            p[i] *= softmax_scale_;
+            tile_max = std::max(tile_max, p[i]);
+          }
+          const float new_max = std::max(m[h], tile_max);
+          const float sum = ops::exp_sum(p, n, new_max);
+          if (m[h] != new_max && l[h] != 0.0f) {
+            const float correction = std::exp(m[h] - new_max);
+            l[h] *= correction;
+            for (int64_t r = 0; r < kv_rank_; ++r) acc[h * kv_rank_ + r] *= correction;
+          }
+          l[h] += sum;
+          m[h] = new_max;
+        }
+        // Σ_i p[h, i] · c_kv[i]: the latent rows are the first kv_rank columns of `rows`.
+        ops::gemm(heads_, kv_rank_, n, probs, kTileKeys, rows, width, acc, kv_rank_, true);
       }
     }
   });
+
+  tensor::parallel_for(t_count, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t first = token_first_item_[static_cast<size_t>(t)];
+      const int64_t last = token_first_item_[static_cast<size_t>(t) + 1];
+      for (int64_t h = 0; h < heads_; ++h) {
+        float top = -std::numeric_limits<float>::infinity();
+        for (int64_t i = first; i < last; ++i) top = std::max(top, run_max[i * heads_ + h]);
+        float total = 0.0f;
+        for (int64_t i = first; i < last; ++i)
+          total += run_sum[i * heads_ + h] * std::exp(run_max[i * heads_ + h] - top);
+        float* lat = latent + (t * heads_ + h) * kv_rank_;
+        std::fill(lat, lat + kv_rank_, 0.0f);
+        for (int64_t i = first; i < last; ++i) {
+          const float weight = std::exp(run_max[i * heads_ + h] - top) / total;
+          ops::axpy(weight, run_acc + (i * heads_ + h) * kv_rank_, lat, kv_rank_);
+        }
+      }
+    }
+  });
+}
+
+int64_t MlaAttention::key_count(const StepMeta& meta, int64_t t) const {
+  const auto& sel = selected_[static_cast<size_t>(t)];
+  return sel.empty() ? meta.token_pos[t] + 1 : static_cast<int64_t>(sel.size());
 }
 
 }  // namespace handoff::model

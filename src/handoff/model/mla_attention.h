@@ -36,8 +36,18 @@ class MlaAttention {
                StepTrace* trace, int64_t trace_layer, float* out);
 
  private:
+  // Sparse (or, below index_topk keys, dense causal) attention over the latent cache: per
+  // token, its keys are gathered a tile at a time into contiguous rows and scored for all heads
+  // by matrix products, with an online softmax across tiles.
   void attend(const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer, const float* q,
-              const float* q_abs, float* latent) const;
+              const float* q_abs, float* latent);
+  // Keys token row t attends to: its selection, or every causal key.
+  int64_t key_count(const StepMeta& meta, int64_t t) const;
+
+  // A tile's gathered rows and their transpose stay in L2 (2 × 64 × 576 floats at GLM-5's
+  // width); a segment of 512 keys splits a 2,048-key decode token over 4 work items.
+  static constexpr int64_t kTileKeys = 64;
+  static constexpr int64_t kSegmentKeys = 512;
 
   int64_t hidden_, heads_, nope_, rope_dim_, v_dim_, kv_rank_, q_rank_;
   float eps_, softmax_scale_;
@@ -49,6 +59,7 @@ class MlaAttention {
   std::vector<ops::LinearWeight> w_uv_;    // per head: [v_dim, kv_rank]
   std::unique_ptr<Indexer> indexer_;
   std::vector<std::vector<int32_t>> selected_;
+  std::vector<int64_t> item_token_, token_first_item_;  // attend's work items, reused per step
   Scratch scratch_;
 };
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -65,8 +67,17 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-const VectorKernels kVectorKernels = {dot,      axpy,   sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax};
+float exp_sum(float* x, int64_t n, float shift) {
+  float sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    sum += x[i];
+  }
+  return sum;
+}
+
+const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
+                                      silu_mul, softmax, exp_sum};
 
 }  // namespace portable
 
@@ -150,6 +161,10 @@ void softmax(float* x, int64_t n) {
   if (n > 0) kernels().softmax(x, n);
 }
 
+float exp_sum(float* x, int64_t n, float shift) {
+  return n > 0 ? kernels().exp_sum(x, n, shift) : 0.0f;
+}
+
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   kernels().silu_mul(gate, up, out, n);
 }
@@ -170,6 +185,35 @@ void topk(const float* x, int64_t n, int64_t k, int32_t* out_idx) {
   };
   std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
   std::copy(idx.begin(), idx.begin() + k, out_idx);
+}
+
+void topk_ascending(const float* x, int64_t n, int64_t k, int32_t* out_idx) {
+  if (k < 0 || k > n) fail("topk_ascending: k={} out of range for n={}", k, n);
+  if (k == 0) return;
+  // Keys that order as topk's values do: NaN lowest (0), then the numbers by their float order
+  // (the sign-magnitude bits flipped to two's-complement order), with -0 the same as +0.
+  thread_local std::vector<uint32_t> keys, work;
+  keys.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] == 0.0f ? 0.0f : x[i];
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    const uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+    keys[static_cast<size_t>(i)] = std::isnan(v) ? 0u : std::max(ordered, 1u);
+  }
+  // The k-th largest key is the threshold: every key above it is in, and of the keys equal to
+  // it the lowest indices fill what is left, exactly topk's tie rule.
+  work = keys;
+  std::nth_element(work.begin(), work.begin() + (k - 1), work.end(), std::greater<>());
+  const uint32_t threshold = work[static_cast<size_t>(k - 1)];
+  int64_t above = 0;
+  for (uint32_t key : keys) above += key > threshold ? 1 : 0;
+  int64_t equal_left = k - above, out = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t key = keys[static_cast<size_t>(i)];
+    if (key > threshold || (key == threshold && equal_left-- > 0))
+      out_idx[out++] = static_cast<int32_t>(i);
+  }
 }
 
 float dot(const float* a, const float* b, int64_t n) { return kernels().dot(a, b, n); }

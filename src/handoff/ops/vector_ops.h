@@ -20,10 +20,15 @@ void rope(float* x, int64_t heads, int64_t head_stride, int64_t rot_dim, const f
           const float* sin, bool interleaved);
 // In-place numerically stable softmax over n values.
 void softmax(float* x, int64_t n);
+// x[i] = exp(x[i] - shift), returning the sum of the new values: a step of an online softmax.
+float exp_sum(float* x, int64_t n, float shift);
 // out[i] = silu(gate[i]) * up[i].
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // Indices of the k largest values of x[0..n), in descending value order (k <= n).
 void topk(const float* x, int64_t n, int64_t k, int32_t* out_idx);
+// The same set as topk (ties to the lower index, NaN below every number), as indices in
+// ascending order, in O(n): a threshold select on order-preserving integer keys, no sort.
+void topk_ascending(const float* x, int64_t n, int64_t k, int32_t* out_idx);
 float dot(const float* a, const float* b, int64_t n);
 // y += a * x
 void axpy(float a, const float* x, float* y, int64_t n);

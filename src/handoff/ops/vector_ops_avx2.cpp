@@ -157,9 +157,22 @@ void softmax(float* x, int64_t n) {
   }
 }
 
+float exp_sum(float* x, int64_t n, float shift) {
+  const __m256 sh = _mm256_set1_ps(shift);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), sh)),
+                                   _mm256_castsi256_ps(m));
+    _mm256_maskstore_ps(x + i, m, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  return reduce_add(sum);
+}
+
 }  // namespace
 
-const VectorKernels kVectorKernels = {dot,      axpy,   sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax};
+const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
+                                      silu_mul, softmax, exp_sum};
 
 }  // namespace handoff::ops::avx2

@@ -121,9 +121,21 @@ void softmax(float* x, int64_t n) {
   }
 }
 
+float exp_sum(float* x, int64_t n, float shift) {
+  const __m512 sh = _mm512_set1_ps(shift);
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), sh));
+    _mm512_mask_storeu_ps(x + i, m, e);
+    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
+  }
+  return _mm512_reduce_add_ps(sum);
+}
+
 }  // namespace
 
-const VectorKernels kVectorKernels = {dot,      axpy,   sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax};
+const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
+                                      silu_mul, softmax, exp_sum};
 
 }  // namespace handoff::ops::avx512

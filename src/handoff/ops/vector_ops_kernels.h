@@ -19,6 +19,8 @@ struct VectorKernels {
   void (*silu_mul)(const float* gate, const float* up, float* out, int64_t n);
   // In place; n >= 1.
   void (*softmax)(float* x, int64_t n);
+  // x = exp(x - shift) in place, returning the sum.
+  float (*exp_sum)(float* x, int64_t n, float shift);
 };
 
 namespace avx512 {

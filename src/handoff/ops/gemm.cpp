@@ -1,0 +1,48 @@
+// Portable body of the small f32 GEMM and the run-time switch to the AVX2 one (AVX-512 CPUs run
+// the AVX2 body: these products are small and mostly bound by the gathers around them).
+#include "handoff/ops/gemm.h"
+
+#include <algorithm>
+
+#include "handoff/ops/cpu_features.h"
+#include "handoff/ops/gemm_kernels.h"
+
+namespace handoff::ops {
+
+namespace {
+
+void gemm_portable(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  for (int64_t i = 0; i < m; ++i) {
+    float* ci = c + i * ldc;
+    if (!accumulate) std::fill(ci, ci + n, 0.0f);
+    for (int64_t p = 0; p < k; ++p) {
+      const float av = a[i * lda + p];
+      const float* bp = b + p * ldb;
+      for (int64_t j = 0; j < n; ++j) ci[j] += av * bp[j];
+    }
+  }
+}
+
+}  // namespace
+
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float* c, int64_t ldc, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  const GemmKernel kernel = kernel_isa() >= Isa::kAvx2 ? avx2::gemm : gemm_portable;
+  kernel(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
+  if (kernel_isa() >= Isa::kAvx2) return avx2::transpose(rows, cols, src, lds, dst, ldd);
+  // 8 × 8 blocks keep both sides' lines in L1 while they are filled.
+  constexpr int64_t kBlock = 8;
+  for (int64_t i0 = 0; i0 < rows; i0 += kBlock)
+    for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
+      const int64_t i1 = std::min(rows, i0 + kBlock), j1 = std::min(cols, j0 + kBlock);
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = j0; j < j1; ++j) dst[j * ldd + i] = src[i * lds + j];
+    }
+}
+
+}  // namespace handoff::ops

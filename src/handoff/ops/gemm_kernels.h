@@ -1,0 +1,16 @@
+#pragma once
+// Internal: the ISA-specific bodies behind gemm.h (gemm.cpp picks one per kernel_isa()).
+#include <cstdint>
+
+namespace handoff::ops {
+
+using GemmKernel = void (*)(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                            const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate);
+
+namespace avx2 {
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float* c, int64_t ldc, bool accumulate);
+void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
+}  // namespace avx2
+
+}  // namespace handoff::ops
