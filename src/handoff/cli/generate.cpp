@@ -50,7 +50,7 @@ struct GenerateArgs {
   std::string dump;
   std::string dtype = "bf16";
   int64_t max_new_tokens = 16;
-  int64_t prefill_chunk = 0;
+  int64_t prefill_chunk = 512;  // as serve's --max-num-batched-tokens
   std::optional<int> threads;  // not given: all cores
   bool no_check_weights = false;
   uint64_t seed = 0;
@@ -223,7 +223,7 @@ void run_generate(const GenerateArgs& args) {
         load.comm = &comm;
         load.check_weights = !args.no_check_weights;
         auto model = model::Model::load(args.model_dir, load);
-        engine::Generator generator(*model, max_context);
+        engine::Generator generator(*model, max_context, 16, args.prefill_chunk);
         engine::Sampler sampler(args.seed);
         std::vector<engine::GenerationResult> mine;
         // The reporting rank prints the text as it is generated, not when the run is done.
@@ -332,7 +332,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--force-tokens", args->force_tokens,
                   "JSON list (per prompt) of tokens to feed at each decode step");
   cmd->add_option("--dump", args->dump, "Write logits, indexer and expert choices (golden format)");
-  cmd->add_option("--prefill-chunk", args->prefill_chunk, "Feed prompts in chunks of N tokens");
+  cmd->add_option("--prefill-chunk", args->prefill_chunk, "Feed prompts in chunks of N tokens (0: the whole prompt in one step)");
   cmd->add_option_function<int>(
       "--threads", [args](const int& n) { args->threads = n; },
       "Kernel threads (default: all cores)");

@@ -19,12 +19,13 @@ std::vector<float> row(const tensor::Tensor& logits, int64_t r) {
 
 }  // namespace
 
-Generator::Generator(model::Model& model, int64_t max_context, int64_t block_size)
+Generator::Generator(model::Model& model, int64_t max_context, int64_t block_size,
+                     int64_t step_tokens)
     : model_(model),
       max_context_(max_context),
       blocks_((max_context + block_size - 1) / block_size, block_size),
       cache_(model.cache_shape((max_context + block_size - 1) / block_size, block_size)) {
-  model.profile_run(max_context);
+  model.profile_run(step_tokens > 0 ? std::min(step_tokens, max_context) : max_context);
 }
 
 tensor::Tensor Generator::forward(const GenerationOptions& options,

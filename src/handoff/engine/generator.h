@@ -48,8 +48,11 @@ class Generator {
   tensor::Tensor forward(const GenerationOptions& options, const model::SequenceChunk& chunk,
                          model::StepTrace* trace);
 
-  // Sizes the cache for sequences of up to max_context tokens.
-  Generator(model::Model& model, int64_t max_context, int64_t block_size = 16);
+  // Sizes the cache for sequences of up to max_context tokens. step_tokens (0: max_context) is
+  // the most tokens one forward carries: the profiling pass that sizes the scratch runs that
+  // many, so a long context costs cache, not a whole-context forward.
+  Generator(model::Model& model, int64_t max_context, int64_t block_size = 16,
+            int64_t step_tokens = 0);
 
   // `forced`: the tokens to feed at each decode step instead of the sampled one (empty: none).
   GenerationResult run(const std::vector<int32_t>& prompt, const GenerationOptions& options,
