@@ -147,6 +147,24 @@ TEST(GoldenBf16, StoredBf16AndFp8CheckpointsAgreeOnEveryClearStep) {
   EXPECT_GE(a.expert_mean(), 0.9);
 }
 
+// bf16 cache rows (the default with bf16 weights) on the same checkpoints: the latent and the
+// indexer key are rounded once when written, and every clear decision still agrees.
+TEST(GoldenBf16, Bf16CachesAgreeOnEveryClearStep) {
+  Bf16Agreement a;
+  for (const char* name : {"dsv32_small_bf16", "dsv32_fp8_blocks"}) {
+    model::LoadOptions options;
+    options.dtype = DType::kBF16;
+    options.latent_cache_dtype = DType::kBF16;
+    options.index_cache_dtype = DType::kBF16;
+    add_bf16_agreement(name, *model::Model::load(golden_dir(name), options), a);
+  }
+  print("bf16 weights and caches", a);
+  EXPECT_GT(a.margin_steps, 0);
+  EXPECT_EQ(a.margin_agree, a.margin_steps);
+  EXPECT_GE(a.topk_mean(), 0.9);
+  EXPECT_GE(a.expert_mean(), 0.9);
+}
+
 // All cases together, including the f32 tiny checkpoints whose weights get rounded to bf16.
 // Those models are built so that one different top-k key moves logits by O(1), and a bf16
 // weight (relative error 2^-9) flips indexer choices whose golden gap is only >= 1e-4, so a few

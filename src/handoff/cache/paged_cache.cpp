@@ -6,23 +6,73 @@
 
 namespace handoff::cache {
 
+namespace {
+
+void check_dtype(tensor::DType dtype, const char* what) {
+  if (dtype != tensor::DType::kF32 && dtype != tensor::DType::kBF16)
+    fail("PagedCache: {} rows cannot be stored as {} (f32 or bf16)", what,
+         tensor::dtype_name(dtype));
+}
+
+size_t row_offset(const tensor::Tensor& store, int64_t slot, int64_t width) {
+  return static_cast<size_t>(slot * width) * tensor::dtype_size(store.dtype());
+}
+char* row(tensor::Tensor& store, int64_t slot, int64_t width) {
+  return static_cast<char*>(store.raw()) + row_offset(store, slot, width);
+}
+const char* row(const tensor::Tensor& store, int64_t slot, int64_t width) {
+  return static_cast<const char*>(store.raw()) + row_offset(store, slot, width);
+}
+
+}  // namespace
+
+size_t cache_bytes_per_token(const CacheShape& s) {
+  return static_cast<size_t>(s.num_layers) *
+         (static_cast<size_t>(s.kv_lora_rank + s.rope_dim) * tensor::dtype_size(s.latent_dtype) +
+          static_cast<size_t>(s.index_dim) * tensor::dtype_size(s.index_dtype));
+}
+
 PagedCache::PagedCache(const CacheShape& shape) : shape_(shape) {
   if (shape.num_layers < 0 || shape.block_size <= 0 || shape.num_blocks <= 0)
     fail("PagedCache: bad shape (layers {}, block size {}, blocks {})", shape.num_layers,
          shape.block_size, shape.num_blocks);
+  check_dtype(shape.latent_dtype, "latent");
+  check_dtype(shape.index_dtype, "indexer key");
   const int64_t slots = num_slots();
   for (int64_t l = 0; l < shape.num_layers; ++l) {
-    ckv_.push_back(tensor::Tensor::zeros({slots, shape.kv_lora_rank}, tensor::DType::kF32));
-    kpe_.push_back(tensor::Tensor::zeros({slots, shape.rope_dim}, tensor::DType::kF32));
+    latent_.push_back(
+        tensor::Tensor::zeros({slots, shape.kv_lora_rank + shape.rope_dim}, shape.latent_dtype));
     if (shape.index_dim > 0)
-      index_key_.push_back(tensor::Tensor::zeros({slots, shape.index_dim}, tensor::DType::kF32));
+      index_key_.push_back(tensor::Tensor::zeros({slots, shape.index_dim}, shape.index_dtype));
   }
 }
 
-size_t PagedCache::bytes_per_token() const {
-  return static_cast<size_t>(shape_.num_layers) *
-         static_cast<size_t>(shape_.kv_lora_rank + shape_.rope_dim + shape_.index_dim) *
-         sizeof(float);
+void PagedCache::write_latent(int64_t layer, int64_t slot, const float* ckv, const float* kpe) {
+  tensor::Tensor& store = latent_[static_cast<size_t>(layer)];
+  char* dst = row(store, slot, shape_.kv_lora_rank + shape_.rope_dim);
+  tensor::convert_from_f32(ckv, store.dtype(), dst, static_cast<size_t>(shape_.kv_lora_rank));
+  tensor::convert_from_f32(
+      kpe, store.dtype(),
+      dst + static_cast<size_t>(shape_.kv_lora_rank) * tensor::dtype_size(store.dtype()),
+      static_cast<size_t>(shape_.rope_dim));
+}
+
+void PagedCache::read_latent(int64_t layer, int64_t slot, float* out) const {
+  const tensor::Tensor& store = latent_[static_cast<size_t>(layer)];
+  const int64_t width = shape_.kv_lora_rank + shape_.rope_dim;
+  tensor::convert_to_f32(store.dtype(), row(store, slot, width), out, static_cast<size_t>(width));
+}
+
+void PagedCache::write_index_key(int64_t layer, int64_t slot, const float* key) {
+  tensor::Tensor& store = index_key_[static_cast<size_t>(layer)];
+  tensor::convert_from_f32(key, store.dtype(), row(store, slot, shape_.index_dim),
+                           static_cast<size_t>(shape_.index_dim));
+}
+
+void PagedCache::read_index_key(int64_t layer, int64_t slot, float* out) const {
+  const tensor::Tensor& store = index_key_[static_cast<size_t>(layer)];
+  tensor::convert_to_f32(store.dtype(), row(store, slot, shape_.index_dim), out,
+                         static_cast<size_t>(shape_.index_dim));
 }
 
 void PagedCache::copy_block(int32_t src, int32_t dst) {
@@ -31,12 +81,11 @@ void PagedCache::copy_block(int32_t src, int32_t dst) {
          shape_.num_blocks);
   const int64_t first_src = src * shape_.block_size, first_dst = dst * shape_.block_size;
   auto copy = [&](std::vector<tensor::Tensor>& store, int64_t width) {
-    const auto bytes = static_cast<size_t>(shape_.block_size * width) * sizeof(float);
-    for (int64_t l = 0; l < static_cast<int64_t>(store.size()); ++l)
-      std::memcpy(row(store, l, first_dst, width), row(store, l, first_src, width), bytes);
+    for (tensor::Tensor& layer : store)
+      std::memcpy(row(layer, first_dst, width), row(layer, first_src, width),
+                  row_offset(layer, shape_.block_size, width));
   };
-  copy(ckv_, shape_.kv_lora_rank);
-  copy(kpe_, shape_.rope_dim);
+  copy(latent_, shape_.kv_lora_rank + shape_.rope_dim);
   copy(index_key_, shape_.index_dim);
 }
 

@@ -1,7 +1,10 @@
 #pragma once
 // The per-layer cache of every token: MLA's latent c_kv (kv_lora_rank) and roped k_pe
 // (qk_rope_head_dim), and the DSA indexer's key (index_head_dim), in rows addressed by slot.
-// Stored f32 so that cached and freshly computed values are bit-identical.
+// Rows are stored f32 (cached and freshly computed values then agree bit for bit: the golden
+// tests' setting) or bf16 (half the bytes per token, and half the bytes a long-context decode
+// step reads). Values go in and out as f32; every reader, the token's own step included, sees
+// the stored (rounded) value.
 #include <cstdint>
 #include <vector>
 
@@ -16,7 +19,12 @@ struct CacheShape {
   int64_t index_dim = 0;  // 0 without an indexer
   int64_t block_size = 16;
   int64_t num_blocks = 0;
+  tensor::DType latent_dtype = tensor::DType::kF32;  // c_kv and k_pe
+  tensor::DType index_dtype = tensor::DType::kF32;   // the indexer's key
 };
+
+// Bytes one token takes in every layer of a cache of this shape.
+size_t cache_bytes_per_token(const CacheShape& shape);
 
 class PagedCache {
  public:
@@ -24,22 +32,21 @@ class PagedCache {
 
   const CacheShape& shape() const { return shape_; }
   int64_t num_slots() const { return shape_.block_size * shape_.num_blocks; }
-  size_t bytes_per_token() const;
+  size_t bytes_per_token() const { return cache_bytes_per_token(shape_); }
 
-  float* ckv(int64_t layer, int64_t slot) { return row(ckv_, layer, slot, shape_.kv_lora_rank); }
-  float* kpe(int64_t layer, int64_t slot) { return row(kpe_, layer, slot, shape_.rope_dim); }
-  float* index_key(int64_t layer, int64_t slot) {
-    return row(index_key_, layer, slot, shape_.index_dim);
-  }
+  void write_latent(int64_t layer, int64_t slot, const float* ckv, const float* kpe);
+  // out: kv_lora_rank values of c_kv, then rope_dim of k_pe.
+  void read_latent(int64_t layer, int64_t slot, float* out) const;
+  void write_index_key(int64_t layer, int64_t slot, const float* key);
+  void read_index_key(int64_t layer, int64_t slot, float* out) const;
   // Copies every row of block `src` into block `dst`, in every layer (copy-on-write).
   void copy_block(int32_t src, int32_t dst);
 
  private:
-  float* row(std::vector<tensor::Tensor>& store, int64_t layer, int64_t slot, int64_t width) {
-    return store[static_cast<size_t>(layer)].data<float>() + slot * width;
-  }
   CacheShape shape_;
-  std::vector<tensor::Tensor> ckv_, kpe_, index_key_;
+  // Per layer, [slots, kv_lora_rank + rope_dim] (c_kv then k_pe: one read per key) and
+  // [slots, index_dim].
+  std::vector<tensor::Tensor> latent_, index_key_;
 };
 
 }  // namespace handoff::cache

@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "handoff/cli/cache_dtype_flags.h"
 #include "handoff/cli/parallel_flags.h"
 #include "handoff/engine/engine.h"
 #include "handoff/text/tokenizer.h"
@@ -18,6 +19,7 @@ inline constexpr int kMaxThreadsFlag = 4096;
 struct EngineFlags {
   std::string model_dir;
   std::string dtype = "bf16";
+  CacheDtypeFlags cache_dtypes;
   int64_t max_num_seqs = 64;
   int64_t max_num_batched_tokens = 512;
   int64_t max_model_len = 4096;

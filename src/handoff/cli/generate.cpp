@@ -49,6 +49,7 @@ struct GenerateArgs {
   std::string force_tokens;
   std::string dump;
   std::string dtype = "bf16";
+  CacheDtypeFlags cache_dtypes;
   int64_t max_new_tokens = 16;
   int64_t prefill_chunk = 512;  // as serve's --max-num-batched-tokens
   std::optional<int> threads;  // not given: all cores
@@ -176,6 +177,11 @@ void run_generate(const GenerateArgs& args) {
   // Plan before any rank starts: a layout that cannot run fails here, once, with its reason.
   const model::ModelConfig config = model::load_config(args.model_dir + "/config.json");
   const parallel::Plan plan = parallel::make_plan(config, popts);
+  {  // the cache flags fail here, before any rank loads (the ranks apply them again below)
+    model::LoadOptions check;
+    check.dtype = tensor::parse_dtype(args.dtype);
+    apply_cache_dtype_flags(args.cache_dtypes, config, check);
+  }
   for (size_t i = 0; i < prompts.size(); ++i)
     for (int32_t id : prompts[i])
       if (id >= config.vocab_size)
@@ -222,6 +228,7 @@ void run_generate(const GenerateArgs& args) {
         load.parallel = popts;
         load.comm = &comm;
         load.check_weights = !args.no_check_weights;
+        apply_cache_dtype_flags(args.cache_dtypes, config, load);
         auto model = model::Model::load(args.model_dir, load);
         engine::Generator generator(*model, max_context, 16, args.prefill_chunk);
         engine::Sampler sampler(args.seed);
@@ -329,6 +336,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "Sampling seed");
   cmd->add_option("--dtype", args->dtype, "Weight dtype: bf16 (default) or f32")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  add_cache_dtype_flags(*cmd, args->cache_dtypes);
   cmd->add_option("--force-tokens", args->force_tokens,
                   "JSON list (per prompt) of tokens to feed at each decode step");
   cmd->add_option("--dump", args->dump, "Write logits, indexer and expert choices (golden format)");

@@ -47,8 +47,7 @@ void Indexer::forward(const float* x, const float* qr, const StepMeta& meta, con
     ops::rope(q + t * qw, heads_, head_dim_, rope_dim_, cs, cs + pairs, interleaved_);
     ops::rope(k + t * head_dim_, 1, head_dim_, rope_dim_, cs, cs + pairs, interleaved_);
     for (int64_t h = 0; h < heads_; ++h) w[t * heads_ + h] *= scale_;
-    std::memcpy(cache.index_key(cache_layer, meta.token_slot[t]), k + t * head_dim_,
-                static_cast<size_t>(head_dim_) * sizeof(float));
+    cache.write_index_key(cache_layer, meta.token_slot[t], k + t * head_dim_);
   }
 
   selected.resize(static_cast<size_t>(t_count));
@@ -81,16 +80,17 @@ void Indexer::select_group(int64_t t0, int64_t t1, const float* q, const float* 
   float* scores = scratch_.get(4, static_cast<size_t>(rows * keys));
   const int64_t tiles = (keys + kTileKeys - 1) / kTileKeys;
   tensor::parallel_for(tiles, 1, [&](int64_t tile0, int64_t tile1) {
+    float* key_rows = Scratch::thread_local_buffer(0, static_cast<size_t>(kTileKeys * head_dim_));
     float* key_t = Scratch::thread_local_buffer(1, static_cast<size_t>(head_dim_ * kTileKeys));
     float* dots = Scratch::thread_local_buffer(2, static_cast<size_t>(rows * heads_ * kTileKeys));
     for (int64_t tile = tile0; tile < tile1; ++tile) {
       const int64_t j0 = tile * kTileKeys;
       const int64_t n = std::min(kTileKeys, keys - j0);
       // Keys transposed into [head_dim, n], so the product's rows are (token, head) queries.
-      for (int64_t i = 0; i < n; ++i) {
-        const float* key = cache.index_key(cache_layer, seq.key_slots[static_cast<size_t>(j0 + i)]);
-        for (int64_t d = 0; d < head_dim_; ++d) key_t[d * kTileKeys + i] = key[d];
-      }
+      for (int64_t i = 0; i < n; ++i)
+        cache.read_index_key(cache_layer, seq.key_slots[static_cast<size_t>(j0 + i)],
+                             key_rows + i * head_dim_);
+      ops::transpose(n, head_dim_, key_rows, head_dim_, key_t, kTileKeys);
       ops::gemm(rows * heads_, n, head_dim_, q + t0 * qw, head_dim_, key_t, kTileKeys, dots,
                 kTileKeys, false);
       for (int64_t r = 0; r < rows; ++r) {

@@ -115,10 +115,7 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
     rope_.cos_sin(meta.token_pos[t], cs, cs + pairs);
     ops::rope(kvt + kv_rank_, 1, rope_dim_, rope_dim_, cs, cs + pairs, interleaved_);
     ops::rope(q + t * q_width + nope_, heads_, qk, rope_dim_, cs, cs + pairs, interleaved_);
-    const int64_t slot = meta.token_slot[t];
-    std::memcpy(cache.ckv(cache_layer, slot), kvt, static_cast<size_t>(kv_rank_) * sizeof(float));
-    std::memcpy(cache.kpe(cache_layer, slot), kvt + kv_rank_,
-                static_cast<size_t>(rope_dim_) * sizeof(float));
+    cache.write_latent(cache_layer, meta.token_slot[t], kvt, kvt + kv_rank_);
   }
 
   if (indexer_) {
@@ -201,10 +198,7 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
         for (int64_t i = 0; i < n; ++i) {
           const int64_t pos = sel.empty() ? j0 + i : sel[static_cast<size_t>(j0 + i)];
           const int64_t slot = seq.key_slots[static_cast<size_t>(pos)];
-          std::memcpy(rows + i * width, cache.ckv(cache_layer, slot),
-                      static_cast<size_t>(kv_rank_) * sizeof(float));
-          std::memcpy(rows + i * width + kv_rank_, cache.kpe(cache_layer, slot),
-                      static_cast<size_t>(rope_dim_) * sizeof(float));
+          cache.read_latent(cache_layer, slot, rows + i * width);
         }
         ops::transpose(n, width, rows, width, rows_t, kTileKeys);
         ops::gemm(heads_, n, width, qcat, width, rows_t, kTileKeys, probs, kTileKeys, false);

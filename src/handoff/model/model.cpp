@@ -32,6 +32,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   m->stage_ = options.comm ? options.comm->topology().pp_rank() : 0;
   m->tp_rank_ = options.comm ? options.comm->topology().tp_rank() : 0;
   m->dtype_ = options.dtype;
+  m->latent_cache_dtype_ = options.latent_cache_dtype;
+  m->index_cache_dtype_ = options.index_cache_dtype;
   const Checkpoint checkpoint = Checkpoint::open(dir, c);
   // One progress line for a one-rank load; ranks of a parallel run each load a part.
   std::optional<LoadProgress> progress;
@@ -123,6 +125,8 @@ cache::CacheShape Model::cache_shape(int64_t num_blocks, int64_t block_size) con
   s.index_dim = config_.has_indexer ? config_.index_head_dim : 0;
   s.block_size = block_size;
   s.num_blocks = num_blocks;
+  s.latent_dtype = latent_cache_dtype_;
+  s.index_dtype = index_cache_dtype_;
   return s;
 }
 

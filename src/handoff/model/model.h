@@ -28,6 +28,9 @@ struct LoadOptions {
   bool batch_invariant = false;
   // Scan every weight for NaN / Inf while loading (a bandwidth-bound pass; --no-check-weights).
   bool check_weights = true;
+  // Storage of the cache rows (f32 or bf16): the latent c_kv + k_pe, and the indexer's key.
+  tensor::DType latent_cache_dtype = tensor::DType::kF32;
+  tensor::DType index_cache_dtype = tensor::DType::kF32;
 };
 
 class Model {
@@ -82,6 +85,7 @@ class Model {
   int stage_ = 0;
   int tp_rank_ = 0;
   tensor::DType dtype_ = tensor::DType::kBF16;
+  tensor::DType latent_cache_dtype_ = tensor::DType::kF32, index_cache_dtype_ = tensor::DType::kF32;
   int64_t vocab_begin_ = 0, vocab_end_ = 0;  // this rank's rows of embedding and lm_head
   tensor::Tensor embed_;
   tensor::Tensor final_norm_;

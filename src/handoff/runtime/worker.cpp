@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "handoff/error.h"
+#include "handoff/log.h"
 
 namespace handoff::runtime {
 namespace {
@@ -49,17 +50,25 @@ Worker::Worker(const std::string& model_dir, model::LoadOptions load, comm::Comm
     : options_(options) {
   load.comm = comm;
   model_ = model::Model::load(model_dir, load);
-  cache_ = std::make_unique<cache::PagedCache>(
-      model_->cache_shape(options.num_blocks, options.block_size));
-  model_->profile_run(options.max_step_tokens);
+  prepare();
 }
 
 Worker::Worker(std::unique_ptr<model::Model> model, const WorkerOptions& options)
-    : model_(std::move(model)),
-      cache_(std::make_unique<cache::PagedCache>(
-          model_->cache_shape(options.num_blocks, options.block_size))),
-      options_(options) {
-  model_->profile_run(options.max_step_tokens);
+    : model_(std::move(model)), options_(options) {
+  prepare();
+}
+
+void Worker::prepare() {
+  const cache::CacheShape shape = model_->cache_shape(options_.num_blocks, options_.block_size);
+  cache_ = std::make_unique<cache::PagedCache>(shape);
+  const size_t per_token = cache_->bytes_per_token();
+  const int64_t tokens = cache_->num_slots();
+  log::info("rank {}: cache of {} tokens, {} bytes per token (latent {}{}), {:.1f} MiB", rank(),
+            tokens, per_token, tensor::dtype_name(shape.latent_dtype),
+            shape.index_dim > 0 ? fmt::format(", indexer key {}", tensor::dtype_name(shape.index_dtype))
+                                : std::string(),
+            static_cast<double>(per_token) * static_cast<double>(tokens) / (1 << 20));
+  model_->profile_run(options_.max_step_tokens);
 }
 
 int Worker::rank() const {

@@ -49,6 +49,9 @@ class Worker {
   tensor::Tensor run(const Step& step);
 
  private:
+  // Builds the cache (logging its size), then sizes the scratch with one step's worth of tokens.
+  void prepare();
+
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<cache::PagedCache> cache_;
   WorkerOptions options_;
