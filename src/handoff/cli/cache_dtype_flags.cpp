@@ -6,15 +6,15 @@ namespace handoff::cli {
 
 namespace {
 
-tensor::DType parse_cache_dtype(const std::string& value, const char* flag,
-                                tensor::DType weights) {
+tensor::DType parse_cache_dtype(const std::string& value, const char* flag, tensor::DType weights) {
   if (value.empty()) return weights == tensor::DType::kF32 ? weights : tensor::DType::kBF16;
   if (value == "f32") return tensor::DType::kF32;
   if (value == "bf16") return tensor::DType::kBF16;
   if (value == "fp8")
-    fail_input("{} fp8 is not implemented by the engine yet (only `handoff plan` sizes it); use "
-               "f32 or bf16",
-               flag);
+    fail_input(
+        "{} fp8 is not implemented by the engine yet (only `handoff plan` sizes it); use "
+        "f32 or bf16",
+        flag);
   fail_input("{} must be f32 or bf16, got '{}'", flag, value);
 }
 

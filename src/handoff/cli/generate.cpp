@@ -52,7 +52,7 @@ struct GenerateArgs {
   CacheDtypeFlags cache_dtypes;
   int64_t max_new_tokens = 16;
   int64_t prefill_chunk = 512;  // as serve's --max-num-batched-tokens
-  std::optional<int> threads;  // not given: all cores
+  std::optional<int> threads;   // not given: all cores
   bool no_check_weights = false;
   uint64_t seed = 0;
   engine::SamplingParams sampling;
@@ -340,7 +340,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--force-tokens", args->force_tokens,
                   "JSON list (per prompt) of tokens to feed at each decode step");
   cmd->add_option("--dump", args->dump, "Write logits, indexer and expert choices (golden format)");
-  cmd->add_option("--prefill-chunk", args->prefill_chunk, "Feed prompts in chunks of N tokens (0: the whole prompt in one step)");
+  cmd->add_option("--prefill-chunk", args->prefill_chunk,
+                  "Feed prompts in chunks of N tokens (0: the whole prompt in one step)");
   cmd->add_option_function<int>(
       "--threads", [args](const int& n) { args->threads = n; },
       "Kernel threads (default: all cores)");

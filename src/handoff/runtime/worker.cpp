@@ -65,8 +65,9 @@ void Worker::prepare() {
   const int64_t tokens = cache_->num_slots();
   log::info("rank {}: cache of {} tokens, {} bytes per token (latent {}{}), {:.1f} MiB", rank(),
             tokens, per_token, tensor::dtype_name(shape.latent_dtype),
-            shape.index_dim > 0 ? fmt::format(", indexer key {}", tensor::dtype_name(shape.index_dtype))
-                                : std::string(),
+            shape.index_dim > 0
+                ? fmt::format(", indexer key {}", tensor::dtype_name(shape.index_dtype))
+                : std::string(),
             static_cast<double>(per_token) * static_cast<double>(tokens) / (1 << 20));
   model_->profile_run(options_.max_step_tokens);
 }
