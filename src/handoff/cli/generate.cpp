@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -301,7 +303,7 @@ void run_generate(const GenerateArgs& args) {
   fmt::print("active weight bytes per token: {}\n", active_bytes);
   if (!args.dump.empty()) {
     std::ofstream out(args.dump);
-    if (!out) fail_input("--dump {}: cannot write", args.dump);
+    if (!out) fail_input("--dump {}: cannot write ({})", args.dump, std::strerror(errno));
     out << engine::golden_format_dump(config, results).dump();
     if (!out) fail("--dump {}: write failed", args.dump);
   }
@@ -310,7 +312,8 @@ void run_generate(const GenerateArgs& args) {
     for (int s = 0; s < popts.pp; ++s)
       per_stage.push_back(counts[static_cast<size_t>(s * popts.tp)]);
     std::ofstream out(args.comm_report);
-    if (!out) fail_input("--comm-report {}: cannot write", args.comm_report);
+    if (!out)
+      fail_input("--comm-report {}: cannot write ({})", args.comm_report, std::strerror(errno));
     out << parallel::report_to_json(plan, per_stage).dump(2);
   }
 }
