@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "cli_support.h"
@@ -95,6 +96,25 @@ TEST(FlagErrorsCli, GenerateFlagsFailBeforeTheModelLoads) {
                      });
   // A text prompt would load the tokenizer from the (missing) folder: flags come first.
   expect_flag_errors("generate --prompt hello --model " + kMissing, {{"--threads 0", "--threads"}});
+}
+
+// The chat flags: unknown parser names, a missing or unparsable template file.
+TEST(FlagErrorsCli, ChatTemplateAndParserFlagsFailBeforeTheModelLoads) {
+  const fs::path bad = fs::temp_directory_path() / "handoff_flag_errors_bad_template.jinja";
+  { std::ofstream(bad) << "{% if messages %}unclosed"; }
+  const std::vector<Case> cases = {
+      {"--tool-call-parser hermes", "--tool-call-parser"},
+      {"--reasoning-parser qwen3", "--reasoning-parser"},
+      {"--chat-template /nonexistent-handoff-template.jinja", "--chat-template"},
+      {"--chat-template " + bad.string(), "--chat-template"},
+  };
+  expect_flag_errors("serve --port 0 --model " + kMissing, cases);
+  const std::string out =
+      (fs::temp_directory_path() / "handoff_flag_errors_make_model_tpl").string();
+  fs::remove_all(out);
+  expect_flag_errors("make-model --preset tiny --out " + out, {cases[2], cases[3]});
+  EXPECT_FALSE(fs::exists(out)) << "make-model wrote before checking --chat-template";
+  fs::remove(bad);
 }
 
 TEST(FlagErrorsCli, PlanAndMakeModelFlags) {

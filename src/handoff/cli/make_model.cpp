@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "handoff/cli/log_flags.h"
 #include "handoff/error.h"
 #include "handoff/model/model_maker.h"
+#include "handoff/text/chat_template.h"
 #include "handoff/text/tokenizer.h"
 
 namespace handoff::cli {
@@ -23,6 +25,7 @@ struct MakeModelFlags {
   std::string out;
   int64_t max_shard_mb = 2048;
   std::string tokenizer_from;
+  std::string chat_template;  // written as chat_template.jinja
 };
 
 // The files of a HuggingFace tokenizer a model folder carries.
@@ -50,6 +53,15 @@ void run_make_model(const MakeModelFlags& flags) {
           "(choose a preset whose vocabulary covers it, e.g. small-text or demo)",
           flags.tokenizer_from, tok->vocab_size() - 1, options.config.vocab_size);
   }
+  std::string template_source;
+  if (!flags.chat_template.empty()) {
+    template_source = text::read_template_file(flags.chat_template, "--chat-template");
+    try {
+      text::JinjaTemplate check(template_source);  // refuse a broken template before writing
+    } catch (const InputError& e) {
+      fail_input("--chat-template {}: {}", flags.chat_template, e.what());
+    }
+  }
   const model::MakeModelResult r = model::make_model(options);
   if (!flags.tokenizer_from.empty()) {
     namespace fs = std::filesystem;
@@ -59,6 +71,13 @@ void run_make_model(const MakeModelFlags& flags) {
       fs::copy_file(src, fs::path(flags.out) / name, fs::copy_options::overwrite_existing);
     }
     fmt::print("copied the tokenizer from {}\n", flags.tokenizer_from);
+  }
+  if (!template_source.empty()) {
+    // chat_template.jinja wins over tokenizer_config.json's template when the model loads.
+    std::ofstream out(std::filesystem::path(flags.out) / "chat_template.jinja", std::ios::binary);
+    out << template_source;
+    if (!out) fail("cannot write {}/chat_template.jinja", flags.out);
+    fmt::print("wrote the chat template {}\n", flags.chat_template);
   }
   fmt::print(
       "wrote {}: {} preset '{}', {}, seed {}\n"
@@ -92,6 +111,9 @@ void add_make_model_command(CLI::App& app) {
   cmd->add_option("--tokenizer-from", flags->tokenizer_from,
                   "copy tokenizer.json, tokenizer_config.json (and a chat template) from this "
                   "folder; its ids must fit the preset's vocab_size");
+  cmd->add_option("--chat-template", flags->chat_template,
+                  "write this Jinja file as the model's chat_template.jinja (it wins over the "
+                  "tokenizer's template)");
   cmd->callback([flags] { run_make_model(*flags); });
 }
 

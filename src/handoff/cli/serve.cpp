@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -19,6 +21,8 @@
 #include "handoff/serve/http_server.h"
 #include "handoff/serve/stats_reporter.h"
 #include "handoff/text/chat_template.h"
+#include "handoff/text/reasoning_parser.h"
+#include "handoff/text/tool_call_parser.h"
 #include "handoff/version.h"
 
 namespace handoff::cli {
@@ -41,6 +45,9 @@ struct ServeFlags {
   double write_timeout = 60.0;
   int keepalive_requests = 1000;
   std::optional<int64_t> max_request_bytes;  // unset: sized from --max-model-len
+  std::string chat_template;                 // a file replacing the model folder's template
+  std::string tool_call_parser;              // empty: what the chat template shows
+  std::string reasoning_parser;              // empty: what the chat template shows
 };
 
 // Request bytes per token of --max-model-len, plus room for the rest of a request: generous
@@ -84,6 +91,92 @@ serve::ServerOptions server_options(const ServeFlags& f) {
   return so;
 }
 
+// The chat template and its output parsers, from the flags or else from the template's own
+// text. Checked before the (long) load; the template is loaded again after it.
+struct ChatSetup {
+  std::unique_ptr<text::ChatTemplate> chat_template;
+  text::ToolCallFormat tools = text::ToolCallFormat::kNone;
+  text::ReasoningFormat reasoning = text::ReasoningFormat::kNone;
+};
+
+void check_chat_flags(const ServeFlags& f) {
+  try {
+    if (!f.tool_call_parser.empty()) text::tool_call_format_named(f.tool_call_parser);
+  } catch (const InputError& e) {
+    fail_input("--tool-call-parser: {}", e.what());
+  }
+  try {
+    if (!f.reasoning_parser.empty()) text::reasoning_format_named(f.reasoning_parser);
+  } catch (const InputError& e) {
+    fail_input("--reasoning-parser: {}", e.what());
+  }
+  if (f.chat_template.empty()) return;
+  const std::string source = text::read_template_file(f.chat_template, "--chat-template");
+  try {
+    text::JinjaTemplate check(source);
+  } catch (const InputError& e) {
+    fail_input("--chat-template {}: {}", f.chat_template, e.what());
+  }
+}
+
+ChatSetup chat_setup(const ServeFlags& f, bool has_tokenizer) {
+  ChatSetup setup;
+  const bool asked = !f.chat_template.empty() ||
+                     (!f.tool_call_parser.empty() && f.tool_call_parser != "none") ||
+                     (!f.reasoning_parser.empty() && f.reasoning_parser != "none");
+  if (!has_tokenizer) {
+    if (asked)
+      fail_input(
+          "--chat-template, --tool-call-parser and --reasoning-parser need a model with "
+          "a tokenizer ({} has none)",
+          f.engine.model_dir);
+    return setup;
+  }
+  try {
+    setup.chat_template = text::ChatTemplate::load(f.engine.model_dir, f.chat_template);
+  } catch (const InputError& e) {
+    if (asked) throw;
+    log::warn("no chat template, /v1/chat/completions is disabled: {}", e.what());
+    return setup;
+  }
+  const std::string& source = setup.chat_template->source();
+  setup.tools = f.tool_call_parser.empty() ? text::detect_tool_call_format(source)
+                                           : text::tool_call_format_named(f.tool_call_parser);
+  setup.reasoning = f.reasoning_parser.empty() ? text::detect_reasoning_format(source)
+                                               : text::reasoning_format_named(f.reasoning_parser);
+  log::info("chat: tool-call parser {} ({}), reasoning parser {} ({})",
+            text::tool_call_format_name(setup.tools),
+            f.tool_call_parser.empty() ? "from the chat template" : "--tool-call-parser",
+            text::reasoning_format_name(setup.reasoning),
+            f.reasoning_parser.empty() ? "from the chat template" : "--reasoning-parser");
+  return setup;
+}
+
+// Test-only: HANDOFF_TEST_SCRIPTED_OUTPUTS names a JSON file holding a list of token-id lists;
+// the k-th request generates the (k mod n)-th list (engine::Engine::script_outputs). Builds
+// without HANDOFF_TEST_HOOKS refuse the variable.
+void apply_test_hooks(engine::Engine& engine) {
+  const char* path = std::getenv("HANDOFF_TEST_SCRIPTED_OUTPUTS");
+  if (path == nullptr || *path == '\0') return;
+#ifdef HANDOFF_TEST_HOOKS
+  std::ifstream in(path);
+  if (!in) fail_input("HANDOFF_TEST_SCRIPTED_OUTPUTS {}: cannot read the file", path);
+  std::vector<std::vector<int32_t>> scripts;
+  try {
+    scripts = nlohmann::json::parse(in).get<std::vector<std::vector<int32_t>>>();
+  } catch (const nlohmann::json::exception& e) {
+    fail_input("HANDOFF_TEST_SCRIPTED_OUTPUTS {}: expected a list of token-id lists: {}", path,
+               e.what());
+  }
+  engine.script_outputs(std::move(scripts));
+  log::warn("test hook: generated tokens are scripted by {} (HANDOFF_TEST_SCRIPTED_OUTPUTS)", path);
+#else
+  fail_input(
+      "HANDOFF_TEST_SCRIPTED_OUTPUTS is a test hook, and this build has none "
+      "(HANDOFF_TEST_HOOKS=OFF)");
+#endif
+}
+
 void run_serve(const ServeFlags& f) {
   // Block the shutdown signals in every thread (threads inherit the mask), so one thread
   // receives them synchronously with sigwait instead of an async handler.
@@ -99,6 +192,7 @@ void run_serve(const ServeFlags& f) {
       f.log_stats_interval == 0.0
           ? std::nullopt
           : std::optional(seconds_flag("--log-stats-interval", f.log_stats_interval));
+  check_chat_flags(f);
   if (is_mpi_worker_rank(f.engine)) {
     // Another rank of an mpirun job: no socket; its part of every step until rank 0 stops.
     // SIGTERM stays blocked here: mpirun forwards it to every rank, and rank 0 drains first.
@@ -108,14 +202,8 @@ void run_serve(const ServeFlags& f) {
   // Claim the port before the (long) load, so a busy one fails at once.
   serve::FileDescriptor socket = serve::bind_tcp(so.host, so.port);
   LoadedEngine loaded = load_engine(f.engine);
-  std::unique_ptr<text::ChatTemplate> chat_template;
-  if (loaded.tokenizer) {
-    try {
-      chat_template = text::ChatTemplate::load(f.engine.model_dir);
-    } catch (const InputError& e) {
-      log::warn("no chat template, /v1/chat/completions is disabled: {}", e.what());
-    }
-  }
+  ChatSetup chat = chat_setup(f, loaded.tokenizer != nullptr);
+  apply_test_hooks(*loaded.engine);
   serve::ProtocolContext ctx;
   ctx.served_model =
       f.served_model_name.empty()
@@ -128,7 +216,9 @@ void run_serve(const ServeFlags& f) {
                            .filename()
                            .string();
   ctx.tokenizer = loaded.tokenizer.get();
-  ctx.chat_template = chat_template.get();
+  ctx.chat_template = chat.chat_template.get();
+  ctx.tool_format = chat.tools;
+  ctx.reasoning_format = chat.reasoning;
   ctx.max_model_len = loaded.engine->options().max_model_len;
   ctx.vocab_size = loaded.engine->config().vocab_size;
   // Changes when the build or the numerics do (a client comparing outputs can tell).
@@ -224,6 +314,14 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--http-keepalive-requests", f->keepalive_requests,
                   "Requests one connection may carry before it is closed")
       ->capture_default_str();
+  cmd->add_option("--chat-template", f->chat_template,
+                  "Jinja chat template file replacing the model folder's (as vLLM's)");
+  cmd->add_option("--tool-call-parser", f->tool_call_parser,
+                  "Tool-call format of the model's output: deepseek_v3 | deepseek_v31 | "
+                  "deepseek_v32 | glm45 | none (default: what the chat template shows)");
+  cmd->add_option("--reasoning-parser", f->reasoning_parser,
+                  "Split <think>...</think> into reasoning_content: deepseek_r1 | glm45 | none "
+                  "(default: what the chat template shows)");
   cmd->callback([f] { run_serve(*f); });
 }
 

@@ -127,6 +127,7 @@ uint64_t Engine::enqueue(Request request, std::shared_ptr<RequestStream>& stream
     seq->decoder = std::make_unique<text::StreamDecoder>(
         *tokenizer_, text::DecodeOptions{seq->request.skip_special_tokens,
                                          seq->request.spaces_between_special_tokens});
+  if (!scripts_.empty()) seq->sampler.script(scripts_[scripted_requests_++ % scripts_.size()]);
   if (seq->request.sampling.repetition_penalty != 1.0f) {
     seq->penalties.seen.assign(static_cast<size_t>(vocab), false);
     for (int32_t id2 : seq->tokens) seq->penalties.seen[static_cast<size_t>(id2)] = true;
@@ -135,6 +136,16 @@ uint64_t Engine::enqueue(Request request, std::shared_ptr<RequestStream>& stream
   in_flight_ += n;
   cv_.notify_all();
   return id;
+}
+
+void Engine::script_outputs(std::vector<std::vector<int32_t>> scripts) {
+  const int64_t vocab = executor_->config().vocab_size;
+  for (const auto& script : scripts)
+    for (int32_t id : script)
+      if (id < 0 || id >= vocab) fail_input("scripted token id {} is outside the vocabulary", id);
+  std::lock_guard lock(mutex_);
+  scripts_ = std::move(scripts);
+  scripted_requests_ = 0;
 }
 
 void Engine::cancel(uint64_t id) {

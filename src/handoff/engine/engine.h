@@ -79,6 +79,11 @@ class Engine {
   // Called once, from the step thread, when the engine fails (before start()).
   void on_failure(std::function<void(const std::string&)> callback);
 
+  // Test-only (HANDOFF_TEST_HOOKS): the k-th request submitted from now on generates
+  // scripts[k % size] (then samples as usual). Call before start(). Each id must be in the
+  // vocabulary (InputError).
+  void script_outputs(std::vector<std::vector<int32_t>> scripts);
+
   // Runs one step in the calling thread (only while the loop is not started); false when idle.
   bool step();
   // Steps until every submitted request has finished (tests, offline bench).
@@ -90,6 +95,8 @@ class Engine {
   int64_t in_flight() const;
 
  private:
+  std::vector<std::vector<int32_t>> scripts_;  // test-only, see script_outputs
+  size_t scripted_requests_ = 0;
   void loop();
   void take_incoming();
   // Validates; returns the request's id. Creates the stream when `stream` is null.

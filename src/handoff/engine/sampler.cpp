@@ -60,6 +60,7 @@ int32_t argmax(const float* logits, int64_t n) {
 }
 
 int32_t Sampler::sample(const float* logits, int64_t n, const SamplingParams& p) {
+  if (scripted_ < script_.size()) return script_[scripted_++];
   if (p.temperature == 0.0f || p.top_k == 1) return argmax(logits, n);
   candidates_.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)

@@ -52,8 +52,18 @@ class Sampler {
   explicit Sampler(uint64_t seed) : rng_(seed) {}
   int32_t sample(const float* logits, int64_t n, const SamplingParams& params);
 
+  // Test-only (builds with HANDOFF_TEST_HOOKS): the next samples are these ids, in order, before
+  // sampling resumes, so end-to-end tests can script a model's output while the real
+  // detokenizer, stream decoder and output parsers run on it.
+  void script(std::vector<int32_t> ids) {
+    script_ = std::move(ids);
+    scripted_ = 0;
+  }
+
  private:
   std::mt19937_64 rng_;
+  std::vector<int32_t> script_;
+  size_t scripted_ = 0;
   std::vector<std::pair<float, int32_t>> candidates_;
 };
 

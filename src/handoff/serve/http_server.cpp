@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "handoff/log.h"
+#include "handoff/serve/chat_output.h"
 #include "handoff/serve/tokenize_api.h"
 #include "handoff/version.h"
 
@@ -321,6 +322,8 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
     for (uint64_t i : ids) engine_.cancel(i);
   };
 
+  // Each choice's reasoning / tool-call parsers (none when the request has neither).
+  ChatOutputs outputs(parsed);
   if (!parsed.stream) {
     std::vector<engine::RequestEvent> all;
     while (!stream->collect(all, kPoll)) {
@@ -338,8 +341,10 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
         return count(path, 500);
       }
     count(path, 200);
-    if (!send(HttpResponse{
-            200, "application/json", to_text(make_response(parsed, id, created, all, ctx_)), {}}))
+    if (!send(HttpResponse{200,
+                           "application/json",
+                           to_text(make_response(parsed, id, created, all, ctx_, &outputs)),
+                           {}}))
       log::info("request {}: client disconnected before its response was written", id);
     return;
   }
@@ -373,7 +378,7 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
       return;
     }
     // Every token is a chunk, even when its text is held back (clients time tokens).
-    sent = ex.send_chunk(sse_event(make_chunk(parsed, id, created, e, ctx_)));
+    sent = ex.send_chunk(sse_event(make_chunk(parsed, id, created, e, ctx_, &outputs)));
     if (e.finish_reason) {
       if (e.index % parsed.request.n == 0) prompt_tokens += e.prompt_tokens;
       completion_tokens += e.completion_tokens;

@@ -4,6 +4,9 @@
 #include <random>
 #include <set>
 
+#include "handoff/serve/chat_output.h"
+#include "handoff/serve/tool_request.h"
+
 namespace handoff::serve {
 namespace {
 
@@ -297,23 +300,39 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
           !kRoles.count(m["role"].get<std::string>()))
         bad(fmt::format("messages[{}].role", i),
             "each message needs a role: system, user, assistant, tool or developer");
+      check_message_tool_fields(m, i);
       nlohmann::ordered_json om(m);  // a direct copy (depth already bounded by the parse)
       // OpenAI's newer name for system instructions; templates only know "system".
       if (om["role"] == "developer") om["role"] = "system";
-      om["content"] = message_text(m.value("content", json(nullptr)), i);
+      // An assistant message that only calls tools keeps its null content: templates test
+      // for it (DeepSeek-V3's `content is none`).
+      const json content = m.value("content", json(nullptr));
+      if (!(content.is_null() && om.contains("tool_calls") && !om["tool_calls"].is_null()))
+        om["content"] = message_text(content, i);
+      else
+        om["content"] = nullptr;
       chat_req.messages.push_back(std::move(om));
     }
-    if (body.contains("tools") && !body["tools"].is_null())
-      chat_req.tools = nlohmann::ordered_json(body["tools"]);
-    if (body.contains("chat_template_kwargs") && body["chat_template_kwargs"].is_object())
-      for (const auto& [k, v] : body["chat_template_kwargs"].items())
-        chat_req.extra[k] = nlohmann::ordered_json(v);
+    // The tools and template kwargs keep the client's key order (templates serialise them with
+    // tojson, and models saw their definitions as written): parse those parts again, ordered.
+    nlohmann::ordered_json ordered;
+    if (body.contains("tools") || body.contains("chat_template_kwargs"))
+      ordered = nlohmann::ordered_json::parse(text);
+    parse_tools_and_kwargs(body, ordered, ctx, p, chat_req);
+    if (p.tool_format != text::ToolCallFormat::kNone ||
+        p.reasoning_format != text::ReasoningFormat::kNone) {
+      // The parsers read the markers, which a tokenizer may mark special (as vLLM's parsers,
+      // they override skip_special_tokens); they are not shown: the parsers take them out.
+      r.skip_special_tokens = false;
+      r.spaces_between_special_tokens = false;
+    }
     std::string rendered;
     try {
       rendered = ctx.chat_template->render(chat_req);
     } catch (const InputError& e) {
       bad("messages", fmt::format("the chat template failed: {}", e.what()));
     }
+    p.starts_in_reasoning = text::prompt_opens_reasoning(rendered);
     // The template writes the BOS itself (add_special_tokens adds the tokenizer's as well).
     check_text_bytes(rendered.size(), "messages", ctx);
     r.prompt = ctx.tokenizer->encode(rendered, boolean(body, "add_special_tokens", false));
@@ -391,16 +410,20 @@ json finish_json(const std::optional<std::string>& reason) {
 
 nlohmann::json make_response(const ParsedRequest& p, const std::string& id, int64_t created,
                              const std::vector<engine::RequestEvent>& choices,
-                             const ProtocolContext& ctx) {
+                             const ProtocolContext& ctx, ChatOutputs* outputs) {
   const bool chat = p.endpoint == Endpoint::kChat;
   json list = json::array();
   int64_t prompt_tokens = 0, completion_tokens = 0;
   for (const engine::RequestEvent& all : choices) {
-    json choice = {{"index", all.index},
-                   {"logprobs", logprobs_json(p, all.logprobs, ctx)},
-                   {"finish_reason", finish_json(all.finish_reason)}};
+    ChatOutput* output = outputs != nullptr ? outputs->at(all.index) : nullptr;
+    json choice = {
+        {"index", all.index},
+        {"logprobs", logprobs_json(p, all.logprobs, ctx)},
+        {"finish_reason", finish_json(output != nullptr ? output->finish_reason(all.finish_reason)
+                                                        : all.finish_reason)}};
     if (chat)
-      choice["message"] = {{"role", "assistant"}, {"content", all.text}};
+      choice["message"] = output != nullptr ? output->message(all.text)
+                                            : json{{"role", "assistant"}, {"content", all.text}};
     else
       choice["text"] = all.text;
     list.push_back(std::move(choice));
@@ -418,14 +441,21 @@ nlohmann::json make_response(const ParsedRequest& p, const std::string& id, int6
 }
 
 nlohmann::json make_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
-                          const engine::RequestEvent& e, const ProtocolContext& ctx) {
+                          const engine::RequestEvent& e, const ProtocolContext& ctx,
+                          ChatOutputs* outputs) {
   const bool chat = p.endpoint == Endpoint::kChat;
-  json choice = {{"index", e.index},
-                 {"logprobs", logprobs_json(p, e.logprobs, ctx)},
-                 {"finish_reason", finish_json(e.finish_reason)}};
+  ChatOutput* output = outputs != nullptr ? outputs->at(e.index) : nullptr;
+  // The parsers see the text before the finish reason is decided (their last calls count).
+  json delta = output != nullptr ? output->delta(e.text, e.finish_reason.has_value())
+               : e.text.empty() && e.finish_reason ? json::object()
+                                                   : json{{"content", e.text}};
+  json choice = {
+      {"index", e.index},
+      {"logprobs", logprobs_json(p, e.logprobs, ctx)},
+      {"finish_reason",
+       finish_json(output != nullptr ? output->finish_reason(e.finish_reason) : e.finish_reason)}};
   if (chat)
-    choice["delta"] =
-        e.text.empty() && e.finish_reason ? json::object() : json{{"content", e.text}};
+    choice["delta"] = std::move(delta);
   else
     choice["text"] = e.text;
   json chunk = {{"id", id},

@@ -8,7 +8,9 @@
 #include "handoff/engine/request.h"
 #include "handoff/serve/api_error.h"
 #include "handoff/text/chat_template.h"
+#include "handoff/text/reasoning_parser.h"
 #include "handoff/text/tokenizer.h"
+#include "handoff/text/tool_call_parser.h"
 
 namespace handoff::serve {
 
@@ -25,6 +27,13 @@ struct ParsedRequest {
   bool include_usage = false;
   bool logprobs = false;           // chat: logprobs: true; completions: logprobs: N
   std::string system_fingerprint;  // from ProtocolContext, for every body built for it
+  // Chat output parsing (see serve/chat_output.h): the tool-call format when the request's
+  // tools are parsed (tools given, tool_choice not "none"), the reasoning format, and whether
+  // the rendered prompt leaves the model inside a thinking block.
+  text::ToolCallFormat tool_format = text::ToolCallFormat::kNone;
+  nlohmann::json tools;
+  text::ReasoningFormat reasoning_format = text::ReasoningFormat::kNone;
+  bool starts_in_reasoning = false;
 };
 
 struct ProtocolContext {
@@ -35,6 +44,9 @@ struct ProtocolContext {
   int64_t vocab_size = 0;
   // Names the build and setup that answers ("system_fingerprint" of every response).
   std::string system_fingerprint;
+  // serve --tool-call-parser / --reasoning-parser (default: what the chat template shows).
+  text::ToolCallFormat tool_format = text::ToolCallFormat::kNone;
+  text::ReasoningFormat reasoning_format = text::ReasoningFormat::kNone;
 };
 
 // Choices per prompt (n) and prompts per /v1/completions request at most.
@@ -50,13 +62,19 @@ inline constexpr int kMaxJsonDepth = 64;
 // prove it (see Tokenizer::max_bytes_per_token), and after otherwise.
 ParsedRequest parse_request(Endpoint endpoint, const std::string& body, const ProtocolContext& ctx);
 
+class ChatOutputs;
+
 // One whole response (not streamed) from every choice's merged events (element i: choice i).
+// `outputs` (chat with a tool-call or reasoning parser, else null) turns each choice's text into
+// content, reasoning_content and tool_calls.
 nlohmann::json make_response(const ParsedRequest& p, const std::string& id, int64_t created,
                              const std::vector<engine::RequestEvent>& choices,
-                             const ProtocolContext& ctx);
-// One SSE chunk for an event (of choice event.index).
+                             const ProtocolContext& ctx, ChatOutputs* outputs = nullptr);
+// One SSE chunk for an event (of choice event.index); `outputs` as above, fed each event in
+// order.
 nlohmann::json make_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
-                          const engine::RequestEvent& event, const ProtocolContext& ctx);
+                          const engine::RequestEvent& event, const ProtocolContext& ctx,
+                          ChatOutputs* outputs = nullptr);
 nlohmann::json make_usage_chunk(const ParsedRequest& p, const std::string& id, int64_t created,
                                 int64_t prompt_tokens, int64_t completion_tokens);
 // The chat role delta that opens choice `index` of a stream.

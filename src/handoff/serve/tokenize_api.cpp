@@ -61,12 +61,14 @@ nlohmann::json tokenize(const std::string& text, const ProtocolContext& ctx) {
   if (chat) {
     check_keys(body, {"model", "messages", "add_generation_prompt", "add_special_tokens", "tools",
                       "chat_template_kwargs", "return_token_strs"});
-    body.erase("return_token_strs");
     // The chat route's own rendering, so the count is what a chat request would prefill; no
     // length limit: counting a prompt that is too long is what clients tokenize for.
     ProtocolContext unlimited = ctx;
     unlimited.max_model_len = 0;
-    ids = parse_request(Endpoint::kChat, body.dump(), unlimited).request.prompt;
+    // Re-read in the client's key order: the tools reach the template as they were written.
+    auto ordered = nlohmann::ordered_json::parse(text);
+    ordered.erase("return_token_strs");
+    ids = parse_request(Endpoint::kChat, ordered.dump(), unlimited).request.prompt;
   } else {
     check_keys(body, {"model", "prompt", "add_special_tokens", "return_token_strs"});
     check_model(body, ctx);

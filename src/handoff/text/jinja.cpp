@@ -92,9 +92,13 @@ class Interpreter {
       case Stmt::Kind::kText:
         emit(out, s.text);
         return Flow::kNormal;
-      case Stmt::Kind::kOutput:
-        emit(out, eval(*s.expr, scope).to_output());
+      case Stmt::Kind::kOutput: {
+        // `{{ none }}` writes nothing in @huggingface/jinja (GLM's templates rely on it for a
+        // tool-calling message's null content); inside a list or dict it is still spelt out.
+        const Value v = eval(*s.expr, scope);
+        if (!v.is_none()) emit(out, v.to_output());
         return Flow::kNormal;
+      }
       case Stmt::Kind::kIf:
         return exec(eval(*s.expr, scope).truthy() ? s.body : s.else_body, scope, out);
       case Stmt::Kind::kFor:

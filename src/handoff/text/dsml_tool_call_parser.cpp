@@ -1,0 +1,79 @@
+#include "handoff/text/dsml_tool_call_parser.h"
+
+namespace handoff::text {
+namespace {
+
+using tool_scan::Cursor;
+using tool_scan::Match;
+using tool_scan::Step;
+
+constexpr std::string_view kBlockBegin = "<｜DSML｜function_calls>";
+constexpr std::string_view kBlockEnd = "</｜DSML｜function_calls>";
+constexpr std::string_view kInvokeBegin = "<｜DSML｜invoke name=\"";
+constexpr std::string_view kInvokeEnd = "</｜DSML｜invoke>";
+constexpr std::string_view kParamBegin = "<｜DSML｜parameter name=\"";
+constexpr std::string_view kParamEnd = "</｜DSML｜parameter>";
+
+class DsmlParser : public tool_scan::BlockParser {
+ public:
+  DsmlParser() : BlockParser(std::string(kBlockBegin), false) {}
+
+ protected:
+  Step next(std::string_view s) const override {
+    Cursor c{s};
+    switch (c.literal(kBlockEnd)) {
+      case Match::kYes:
+        return {Step::kEnd, c.pos, "", ""};
+      case Match::kPartial:
+        return {};
+      case Match::kNo:
+        break;
+    }
+    switch (c.literal(kInvokeBegin)) {
+      case Match::kPartial:
+        return {};
+      case Match::kNo:
+        return {Step::kInvalid};
+      case Match::kYes:
+        break;
+    }
+    std::string name;
+    if (c.until("\">", name) != Match::kYes) return {};
+    if (name.empty()) return {Step::kInvalid};
+    const Step more{Step::kNeedMore, 0, name, ""};
+    nlohmann::ordered_json arguments = nlohmann::ordered_json::object();
+    while (true) {
+      c.skip_space();
+      if (c.at_end()) return more;
+      const Match end = c.literal(kInvokeEnd);
+      if (end == Match::kYes) break;
+      if (end == Match::kPartial) return more;
+      const Match param = c.literal(kParamBegin);
+      if (param == Match::kPartial) return more;
+      if (param == Match::kNo) return {Step::kInvalid};
+      std::string key, kind, value;
+      if (c.until("\" string=\"", key) != Match::kYes) return more;
+      if (c.until("\">", kind) != Match::kYes) return more;
+      if (c.until(kParamEnd, value) != Match::kYes) return more;
+      if (kind == "true") {
+        arguments[key] = value;
+      } else if (kind == "false") {
+        // JSON as the format asks; a value that is not JSON is kept as the string written.
+        arguments[key] = nlohmann::ordered_json::parse(value, nullptr, false);
+        if (arguments[key].is_discarded()) arguments[key] = value;
+      } else {
+        return {Step::kInvalid};
+      }
+    }
+    return {Step::kCall, c.pos, name,
+            arguments.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ToolCallParser> make_dsml_tool_call_parser() {
+  return std::make_unique<DsmlParser>();
+}
+
+}  // namespace handoff::text
