@@ -416,14 +416,16 @@ nlohmann::json make_response(const ParsedRequest& p, const std::string& id, int6
   int64_t prompt_tokens = 0, completion_tokens = 0;
   for (const engine::RequestEvent& all : choices) {
     ChatOutput* output = outputs != nullptr ? outputs->at(all.index) : nullptr;
+    // The message first: parsing it decides the finish reason ("tool_calls").
+    json message = chat && output != nullptr ? output->message(all.text)
+                                             : json{{"role", "assistant"}, {"content", all.text}};
     json choice = {
         {"index", all.index},
         {"logprobs", logprobs_json(p, all.logprobs, ctx)},
         {"finish_reason", finish_json(output != nullptr ? output->finish_reason(all.finish_reason)
                                                         : all.finish_reason)}};
     if (chat)
-      choice["message"] = output != nullptr ? output->message(all.text)
-                                            : json{{"role", "assistant"}, {"content", all.text}};
+      choice["message"] = std::move(message);
     else
       choice["text"] = all.text;
     list.push_back(std::move(choice));
