@@ -132,31 +132,6 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
-void softmax(float* x, int64_t n) {
-  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
-  __m256 vmax = neg_inf;
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256i m = tail_mask(n - i);
-    const __m256 v =
-        _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m));
-    vmax = _mm256_max_ps(vmax, v);
-  }
-  const __m256 mx = _mm256_set1_ps(reduce_max(vmax));
-  __m256 sum = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256i m = tail_mask(n - i);
-    const __m256 e = _mm256_and_ps(exp_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mx)),
-                                   _mm256_castsi256_ps(m));
-    _mm256_maskstore_ps(x + i, m, e);
-    sum = _mm256_add_ps(sum, e);
-  }
-  const __m256 inv = _mm256_set1_ps(1.0f / reduce_add(sum));
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256i m = tail_mask(n - i);
-    _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), inv));
-  }
-}
-
 float exp_sum(float* x, int64_t n, float shift) {
   const __m256 sh = _mm256_set1_ps(shift);
   __m256 sum = _mm256_setzero_ps();
@@ -168,6 +143,22 @@ float exp_sum(float* x, int64_t n, float shift) {
     sum = _mm256_add_ps(sum, e);
   }
   return reduce_add(sum);
+}
+
+void softmax(float* x, int64_t n) {
+  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
+  __m256 vmax = neg_inf;
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 v =
+        _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m));
+    vmax = _mm256_max_ps(vmax, v);
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / exp_sum(x, n, reduce_max(vmax)));
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    _mm256_maskstore_ps(x + i, m, _mm256_mul_ps(_mm256_maskload_ps(x + i, m), inv));
+  }
 }
 
 }  // namespace

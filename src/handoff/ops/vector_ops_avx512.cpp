@@ -102,25 +102,6 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
-void softmax(float* x, int64_t n) {
-  __m512 vmax = _mm512_set1_ps(-__builtin_inff());
-  for (int64_t i = 0; i < n; i += 16)
-    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(vmax, tail_mask(n - i), x + i));
-  const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mx));
-    _mm512_mask_storeu_ps(x + i, m, e);
-    sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
-  }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
-  }
-}
-
 float exp_sum(float* x, int64_t n, float shift) {
   const __m512 sh = _mm512_set1_ps(shift);
   __m512 sum = _mm512_setzero_ps();
@@ -131,6 +112,17 @@ float exp_sum(float* x, int64_t n, float shift) {
     sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, e));
   }
   return _mm512_reduce_add_ps(sum);
+}
+
+void softmax(float* x, int64_t n) {
+  __m512 vmax = _mm512_set1_ps(-__builtin_inff());
+  for (int64_t i = 0; i < n; i += 16)
+    vmax = _mm512_max_ps(vmax, _mm512_mask_loadu_ps(vmax, tail_mask(n - i), x + i));
+  const __m512 inv = _mm512_set1_ps(1.0f / exp_sum(x, n, _mm512_reduce_max_ps(vmax)));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+  }
 }
 
 }  // namespace
