@@ -36,22 +36,7 @@ class DeepSeekParser : public tool_scan::BlockParser {
  protected:
   Step next(std::string_view s) const override {
     Cursor c{s};
-    switch (c.literal(kCallsEnd)) {
-      case Match::kYes:
-        return {Step::kEnd, c.pos, "", ""};
-      case Match::kPartial:
-        return {};
-      case Match::kNo:
-        break;
-    }
-    switch (c.literal(kCallBegin)) {
-      case Match::kPartial:
-        return {};
-      case Match::kNo:
-        return {Step::kInvalid};
-      case Match::kYes:
-        break;
-    }
+    if (auto step = tool_scan::block_end_or_call(c, kCallsEnd, kCallBegin)) return *step;
     std::string head;
     if (c.until(kSep, head) != Match::kYes) return {};
     std::string body;

@@ -21,22 +21,7 @@ class DsmlParser : public tool_scan::BlockParser {
  protected:
   Step next(std::string_view s) const override {
     Cursor c{s};
-    switch (c.literal(kBlockEnd)) {
-      case Match::kYes:
-        return {Step::kEnd, c.pos, "", ""};
-      case Match::kPartial:
-        return {};
-      case Match::kNo:
-        break;
-    }
-    switch (c.literal(kInvokeBegin)) {
-      case Match::kPartial:
-        return {};
-      case Match::kNo:
-        return {Step::kInvalid};
-      case Match::kYes:
-        break;
-    }
+    if (auto step = tool_scan::block_end_or_call(c, kBlockEnd, kInvokeBegin)) return *step;
     std::string name;
     if (c.until("\">", name) != Match::kYes) return {};
     if (name.empty()) return {Step::kInvalid};

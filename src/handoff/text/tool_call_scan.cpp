@@ -37,6 +37,27 @@ Match Cursor::until(std::string_view delimiter, std::string& out) {
   return Match::kYes;
 }
 
+std::optional<Step> block_end_or_call(Cursor& c, std::string_view block_end,
+                                      std::string_view call_begin) {
+  switch (c.literal(block_end)) {
+    case Match::kYes:
+      return Step{Step::kEnd, c.pos, "", ""};
+    case Match::kPartial:
+      return Step{};
+    case Match::kNo:
+      break;
+  }
+  switch (c.literal(call_begin)) {
+    case Match::kPartial:
+      return Step{};
+    case Match::kNo:
+      return Step{Step::kInvalid};
+    case Match::kYes:
+      break;
+  }
+  return std::nullopt;
+}
+
 void BlockParser::emit_content(std::string_view text, ParsedOutput& out) {
   if (after_block_) {
     // The whitespace after a call block is not content either.

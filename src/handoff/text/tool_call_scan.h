@@ -1,6 +1,7 @@
 #pragma once
 // Internal to the tool-call parsers: matching markers against text that may still be growing,
 // and the shared streaming machinery (content until a call block starts, then calls).
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,12 @@ struct Step {
   std::string name;       // kCall; kNeedMore once the name is complete
   std::string arguments;  // kCall: JSON object text
 };
+
+// At the front of a call block: its end (a kEnd step), or the opening of its next call (nullopt:
+// the caller parses the call after it); a partial marker needs more text, anything else is
+// invalid.
+std::optional<Step> block_end_or_call(Cursor& c, std::string_view block_end,
+                                      std::string_view call_begin);
 
 // Content passes through until `block_start`; then calls are parsed one at a time by next()
 // until it reports the block's end, after which content passes through again. Whitespace
