@@ -4,10 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
 #include "handoff/error.h"
+#include "handoff/ops/fp8_blocks.h"
 
 namespace handoff::cache {
 namespace {
@@ -50,7 +52,9 @@ TEST(PagedCache, RowsRoundTripExactlyAtF32AndRoundedAtBf16) {
     for (size_t i = 0; i < 8; ++i) EXPECT_EQ(latent[24 + i], stored(kpe[i])) << i;
     for (size_t i = 0; i < 16; ++i) EXPECT_EQ(index[i], stored(key[i])) << i;
     for (float f : other) EXPECT_EQ(f, 0.0f);
-    if (dtype == tensor::DType::kBF16) EXPECT_NE(latent[0], ckv[0]);  // really rounded
+    if (dtype == tensor::DType::kBF16) {
+      EXPECT_NE(latent[0], ckv[0]);  // really rounded
+    }
   }
 }
 
@@ -61,7 +65,30 @@ TEST(PagedCache, BytesPerTokenFollowTheStorageTypes) {
             2u * (32 * 2 + 16 * 4));
   EXPECT_EQ(PagedCache(shape(tensor::DType::kBF16, tensor::DType::kBF16)).bytes_per_token(),
             2u * (32 + 16) * 2);
+  // An fp8 indexer key: one byte per value and one f32 scale per block (16 values: one block).
+  EXPECT_EQ(PagedCache(shape(tensor::DType::kBF16, tensor::DType::kF8E4M3)).bytes_per_token(),
+            2u * (32 * 2 + 16 + 4));
   EXPECT_THROW(PagedCache(shape(tensor::DType::kF8E4M3, tensor::DType::kF32)), Error);
+}
+
+TEST(PagedCache, Fp8IndexKeysAreStoredAsE4m3WithABlockScale) {
+  PagedCache cache(shape(tensor::DType::kF32, tensor::DType::kF8E4M3));
+  const auto key = values(16, 5), other = values(16, 6);
+  cache.write_index_key(1, 7, key.data());
+  cache.write_index_key(1, 6, other.data());
+  std::vector<uint8_t> codes(16);
+  float scale = 0;
+  ops::quantize_fp8_row(key.data(), 16, codes.data(), &scale);
+  std::vector<float> got(16);
+  cache.read_index_key(1, 7, got.data());
+  for (size_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(got[i], tensor::f8e4m3_to_f32(codes[i]) * scale) << i;
+    EXPECT_NEAR(got[i], key[i], std::fabs(key[i]) / 16 + scale / 512) << i;
+  }
+  cache.copy_block(1, 2);  // slots 4..7 -> 8..11, scales included
+  std::vector<float> copied(16);
+  cache.read_index_key(1, 11, copied.data());
+  EXPECT_EQ(copied, got);
 }
 
 TEST(PagedCache, CopyBlockCopiesEveryRowOfEveryLayerAndNothingElse) {

@@ -13,16 +13,27 @@ std::string golden_dir(const std::string& name) {
   return std::string(HANDOFF_TEST_DATA) + "/golden/" + name;
 }
 
-const nlohmann::json& golden(const std::string& name) {
+namespace {
+
+const nlohmann::json& golden_file(const std::string& name, const std::string& file) {
   static std::mutex mutex;
   static std::map<std::string, nlohmann::json> cache;
   std::lock_guard lock(mutex);
-  auto it = cache.find(name);
+  const std::string path = golden_dir(name) + "/" + file;
+  auto it = cache.find(path);
   if (it == cache.end()) {
-    std::ifstream in(golden_dir(name) + "/golden.json");
-    it = cache.emplace(name, nlohmann::json::parse(in)).first;
+    std::ifstream in(path);
+    it = cache.emplace(path, nlohmann::json::parse(in)).first;
   }
   return it->second;
+}
+
+}  // namespace
+
+const nlohmann::json& golden(const std::string& name) { return golden_file(name, "golden.json"); }
+
+const nlohmann::json& golden_fp8sim(const std::string& name) {
+  return golden_file(name, "golden_fp8sim.json");
 }
 
 engine::GenerationResult run_teacher_forced(model::Model& model, const nlohmann::json& prompt,

@@ -21,6 +21,8 @@ inline const std::vector<std::string>& golden_cases() {
 
 std::string golden_dir(const std::string& name);
 const nlohmann::json& golden(const std::string& name);  // parsed once per process
+// The reference run with its FP8 indexer (golden_fp8sim.json; tests/data/golden/README.md).
+const nlohmann::json& golden_fp8sim(const std::string& name);
 
 // Runs prompt `index` of `golden_json` teacher-forced with its greedy tokens, recording all.
 engine::GenerationResult run_teacher_forced(model::Model& model, const nlohmann::json& prompt,

@@ -20,15 +20,13 @@ std::unique_ptr<model::Model> load(const std::string& name, DType dtype) {
   return model::Model::load(golden_dir(name), options);
 }
 
-class GoldenF32 : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(GoldenF32, LogitsTokensIndexerAndExpertsMatchReference) {
-  const auto& g = golden(GetParam());
-  auto model = load(GetParam(), DType::kF32);
+// Every f32 assertion of tests/data/golden/README.md: logits within 1e-4, the same greedy
+// tokens, the same indexer top-k sets and the same experts, teacher-forced.
+void expect_matches_reference(model::Model& model, const nlohmann::json& g) {
   for (size_t p = 0; p < g["prompts"].size(); ++p) {
     SCOPED_TRACE("prompt " + std::to_string(p));
     const auto& gp = g["prompts"][p];
-    const auto r = run_teacher_forced(*model, gp);
+    const auto r = run_teacher_forced(model, gp);
     EXPECT_LE(max_abs_diff(r.prefill_logits, gp["prefill_logits"]), 1e-4);
     EXPECT_LE(max_abs_diff(r.decode_logits, gp["decode_logits"]), 1e-4);
     EXPECT_EQ(r.generated, gp["greedy_tokens"].get<std::vector<int32_t>>());
@@ -43,6 +41,12 @@ TEST_P(GoldenF32, LogitsTokensIndexerAndExpertsMatchReference) {
       EXPECT_EQ(r.experts_prefill[std::stoul(layer)], rows.get<std::vector<std::vector<int32_t>>>())
           << "layer " << layer;
   }
+}
+
+class GoldenF32 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenF32, LogitsTokensIndexerAndExpertsMatchReference) {
+  expect_matches_reference(*load(GetParam(), DType::kF32), golden(GetParam()));
 }
 
 TEST_P(GoldenF32, ChunkedPrefillEqualsOnePrefill) {
@@ -68,6 +72,56 @@ TEST_P(GoldenF32, ChunkedPrefillEqualsOnePrefill) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCases, GoldenF32, ::testing::ValuesIn(golden_cases()));
+
+// The FP8 indexer cache is the reference's own FP8 path (Hadamard rotation, e4m3 with
+// power-of-two block scales): at --dtype f32 it must match golden_fp8sim.json exactly as the f32
+// cache matches golden.json. No row of these files has an exact tie at the top-k boundary
+// (diagnostics.indexer_exact_ties is 0), so every top-k set must be equal.
+class GoldenFp8Indexer : public ::testing::TestWithParam<std::string> {};
+
+std::unique_ptr<model::Model> load_fp8_indexer(const std::string& name) {
+  model::LoadOptions options;
+  options.dtype = DType::kF32;
+  options.index_cache_dtype = DType::kF8E4M3;
+  return model::Model::load(golden_dir(name), options);
+}
+
+TEST_P(GoldenFp8Indexer, LogitsTokensIndexerAndExpertsMatchReference) {
+  for (const auto& gp : golden_fp8sim(GetParam())["prompts"])
+    ASSERT_EQ(gp["diagnostics"]["indexer_exact_ties"].get<int>(), 0);
+  expect_matches_reference(*load_fp8_indexer(GetParam()), golden_fp8sim(GetParam()));
+}
+
+// The two goldens really differ where the indexer prunes, so matching one is no accident of the
+// other: the FP8 run's selections must differ from golden.json's in some rows.
+TEST_P(GoldenFp8Indexer, SelectionsDifferFromTheExactIndexer) {
+  auto model = load_fp8_indexer(GetParam());
+  int64_t differing = 0;
+  for (const auto& gp : golden(GetParam())["prompts"]) {
+    const auto r = run_teacher_forced(*model, gp);
+    const auto exact =
+        gp["indexer_topk_prefill"].get<std::vector<std::vector<std::vector<int32_t>>>>();
+    for (size_t l = 0; l < exact.size(); ++l)
+      for (size_t t = 0; t < exact[l].size(); ++t)
+        differing += r.indexer_topk_prefill[l][t] != exact[l][t];
+  }
+  EXPECT_GT(differing, 0);
+}
+
+TEST_P(GoldenFp8Indexer, ChunkedPrefillEqualsOnePrefill) {
+  auto model = load_fp8_indexer(GetParam());
+  const auto& g = golden_fp8sim(GetParam());
+  for (size_t p = 0; p < g["prompts"].size(); ++p) {
+    const auto& gp = g["prompts"][p];
+    const auto whole = run_teacher_forced(*model, gp);
+    SCOPED_TRACE("prompt " + std::to_string(p));
+    const auto chunked = run_teacher_forced(*model, gp, 5);
+    EXPECT_EQ(chunked.indexer_topk_prefill, whole.indexer_topk_prefill);
+    EXPECT_LE(max_abs_diff(chunked.decode_logits, gp["decode_logits"]), 1e-4);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCases, GoldenFp8Indexer, ::testing::ValuesIn(golden_cases()));
 
 double overlap(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
   std::set<int32_t> sa(a.begin(), a.end());

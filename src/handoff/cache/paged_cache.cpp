@@ -1,18 +1,24 @@
 #include "handoff/cache/paged_cache.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 #include "handoff/error.h"
+#include "handoff/ops/fp8_blocks.h"
 
 namespace handoff::cache {
 
 namespace {
 
-void check_dtype(tensor::DType dtype, const char* what) {
-  if (dtype != tensor::DType::kF32 && dtype != tensor::DType::kBF16)
-    fail("PagedCache: {} rows cannot be stored as {} (f32 or bf16)", what,
-         tensor::dtype_name(dtype));
+void check_dtype(tensor::DType dtype, const char* what, bool fp8_allowed) {
+  if (dtype == tensor::DType::kF32 || dtype == tensor::DType::kBF16) return;
+  if (fp8_allowed && dtype == tensor::DType::kF8E4M3) return;
+  fail("PagedCache: {} rows cannot be stored as {} (f32{})", what, tensor::dtype_name(dtype),
+       fp8_allowed ? ", bf16 or f8e4m3" : " or bf16");
 }
+
+bool is_fp8(tensor::DType dtype) { return dtype == tensor::DType::kF8E4M3; }
 
 size_t row_offset(const tensor::Tensor& store, int64_t slot, int64_t width) {
   return static_cast<size_t>(slot * width) * tensor::dtype_size(store.dtype());
@@ -27,24 +33,39 @@ const char* row(const tensor::Tensor& store, int64_t slot, int64_t width) {
 }  // namespace
 
 size_t cache_bytes_per_token(const CacheShape& s) {
+  const size_t index_scales =
+      is_fp8(s.index_dtype) ? static_cast<size_t>(ops::fp8_blocks_per_row(s.index_dim)) * 4 : 0;
   return static_cast<size_t>(s.num_layers) *
          (static_cast<size_t>(s.kv_lora_rank + s.rope_dim) * tensor::dtype_size(s.latent_dtype) +
-          static_cast<size_t>(s.index_dim) * tensor::dtype_size(s.index_dtype));
+          static_cast<size_t>(s.index_dim) * tensor::dtype_size(s.index_dtype) + index_scales);
 }
 
 PagedCache::PagedCache(const CacheShape& shape) : shape_(shape) {
   if (shape.num_layers < 0 || shape.block_size <= 0 || shape.num_blocks <= 0)
     fail("PagedCache: bad shape (layers {}, block size {}, blocks {})", shape.num_layers,
          shape.block_size, shape.num_blocks);
-  check_dtype(shape.latent_dtype, "latent");
-  check_dtype(shape.index_dtype, "indexer key");
+  check_dtype(shape.latent_dtype, "latent", false);
+  check_dtype(shape.index_dtype, "indexer key", true);
   const int64_t slots = num_slots();
   for (int64_t l = 0; l < shape.num_layers; ++l) {
     latent_.push_back(
         tensor::Tensor::zeros({slots, shape.kv_lora_rank + shape.rope_dim}, shape.latent_dtype));
     if (shape.index_dim > 0)
       index_key_.push_back(tensor::Tensor::zeros({slots, shape.index_dim}, shape.index_dtype));
+    if (shape.index_dim > 0 && is_fp8(shape.index_dtype))
+      index_scale_.push_back(tensor::Tensor::zeros(
+          {slots, ops::fp8_blocks_per_row(shape.index_dim)}, tensor::DType::kF32));
   }
+}
+
+std::string PagedCache::summary() const {
+  const size_t per_token = bytes_per_token();
+  std::string index;
+  if (shape_.index_dim > 0)
+    index = ", indexer key " + std::string(tensor::dtype_name(shape_.index_dtype));
+  return fmt::format("cache of {} tokens, {} bytes per token (latent {}{}), {:.1f} MiB",
+                     num_slots(), per_token, tensor::dtype_name(shape_.latent_dtype), index,
+                     static_cast<double>(per_token) * static_cast<double>(num_slots()) / (1 << 20));
 }
 
 void PagedCache::write_latent(int64_t layer, int64_t slot, const float* ckv, const float* kpe) {
@@ -65,14 +86,27 @@ void PagedCache::read_latent(int64_t layer, int64_t slot, float* out) const {
 
 void PagedCache::write_index_key(int64_t layer, int64_t slot, const float* key) {
   tensor::Tensor& store = index_key_[static_cast<size_t>(layer)];
-  tensor::convert_from_f32(key, store.dtype(), row(store, slot, shape_.index_dim),
-                           static_cast<size_t>(shape_.index_dim));
+  char* dst = row(store, slot, shape_.index_dim);
+  if (is_fp8(store.dtype())) {
+    tensor::Tensor& scales = index_scale_[static_cast<size_t>(layer)];
+    ops::quantize_fp8_row(key, shape_.index_dim, reinterpret_cast<uint8_t*>(dst),
+                          reinterpret_cast<float*>(row(scales, slot, scales.shape()[1])));
+    return;
+  }
+  tensor::convert_from_f32(key, store.dtype(), dst, static_cast<size_t>(shape_.index_dim));
 }
 
 void PagedCache::read_index_key(int64_t layer, int64_t slot, float* out) const {
   const tensor::Tensor& store = index_key_[static_cast<size_t>(layer)];
-  tensor::convert_to_f32(store.dtype(), row(store, slot, shape_.index_dim), out,
-                         static_cast<size_t>(shape_.index_dim));
+  const char* src = row(store, slot, shape_.index_dim);
+  if (is_fp8(store.dtype())) {
+    const tensor::Tensor& scales = index_scale_[static_cast<size_t>(layer)];
+    ops::dequantize_fp8_row(reinterpret_cast<const uint8_t*>(src),
+                            reinterpret_cast<const float*>(row(scales, slot, scales.shape()[1])),
+                            shape_.index_dim, out);
+    return;
+  }
+  tensor::convert_to_f32(store.dtype(), src, out, static_cast<size_t>(shape_.index_dim));
 }
 
 void PagedCache::copy_block(int32_t src, int32_t dst) {
@@ -87,6 +121,7 @@ void PagedCache::copy_block(int32_t src, int32_t dst) {
   };
   copy(latent_, shape_.kv_lora_rank + shape_.rope_dim);
   copy(index_key_, shape_.index_dim);
+  copy(index_scale_, ops::fp8_blocks_per_row(shape_.index_dim));
 }
 
 }  // namespace handoff::cache

@@ -3,9 +3,11 @@
 // (qk_rope_head_dim), and the DSA indexer's key (index_head_dim), in rows addressed by slot.
 // Rows are stored f32 (cached and freshly computed values then agree bit for bit: the golden
 // tests' setting) or bf16 (half the bytes per token, and half the bytes a long-context decode
-// step reads). Values go in and out as f32; every reader, the token's own step included, sees
-// the stored (rounded) value.
+// step reads); the indexer key may also be fp8: e4m3 codes with a power-of-two scale per block
+// of 128 values (ops/fp8_blocks.h, the reference's FP8 indexer cache). Values go in and out as
+// f32; every reader, the token's own step included, sees the stored (rounded) value.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "handoff/tensor/tensor.h"
@@ -20,7 +22,7 @@ struct CacheShape {
   int64_t block_size = 16;
   int64_t num_blocks = 0;
   tensor::DType latent_dtype = tensor::DType::kF32;  // c_kv and k_pe
-  tensor::DType index_dtype = tensor::DType::kF32;   // the indexer's key
+  tensor::DType index_dtype = tensor::DType::kF32;   // the indexer's key (f32, bf16 or f8e4m3)
 };
 
 // Bytes one token takes in every layer of a cache of this shape.
@@ -33,6 +35,9 @@ class PagedCache {
   const CacheShape& shape() const { return shape_; }
   int64_t num_slots() const { return shape_.block_size * shape_.num_blocks; }
   size_t bytes_per_token() const { return cache_bytes_per_token(shape_); }
+  // "cache of N tokens, B bytes per token (latent bf16, indexer key f8_e4m3), M MiB": the load
+  // log's line.
+  std::string summary() const;
 
   void write_latent(int64_t layer, int64_t slot, const float* ckv, const float* kpe);
   // out: kv_lora_rank values of c_kv, then rope_dim of k_pe.
@@ -45,8 +50,8 @@ class PagedCache {
  private:
   CacheShape shape_;
   // Per layer, [slots, kv_lora_rank + rope_dim] (c_kv then k_pe: one read per key) and
-  // [slots, index_dim].
-  std::vector<tensor::Tensor> latent_, index_key_;
+  // [slots, index_dim], with [slots, blocks] f32 scales beside an fp8 key.
+  std::vector<tensor::Tensor> latent_, index_key_, index_scale_;
 };
 
 }  // namespace handoff::cache

@@ -233,6 +233,7 @@ void run_generate(const GenerateArgs& args) {
         apply_cache_dtype_flags(args.cache_dtypes, config, load);
         auto model = model::Model::load(args.model_dir, load);
         engine::Generator generator(*model, max_context, 16, args.prefill_chunk);
+        log::info("rank {}: {}", comm.topology().rank, generator.cache().summary());
         engine::Sampler sampler(args.seed);
         std::vector<engine::GenerationResult> mine;
         // The reporting rank prints the text as it is generated, not when the run is done.

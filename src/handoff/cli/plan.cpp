@@ -27,9 +27,10 @@ struct PlanArgs {
   int64_t logit_rows = 1;
   bool json = false;
   ParallelFlags parallel;
-  std::string weight_dtype = "bf16";   // the engine's --dtype default
-  std::string kv_cache_dtype = "f32";  // the engine's cache is f32 today
-  std::string indexer_cache_dtype = "f32";
+  std::string weight_dtype = "bf16";  // the engine's --dtype default
+  // Empty: the engine's default for --weight-dtype (f32 caches with f32 weights, else bf16).
+  std::string kv_cache_dtype;
+  std::string indexer_cache_dtype;
   std::string mem_per_rank;  // empty: not given
   std::string mem_reserve;   // empty: not given (0)
 };
@@ -39,10 +40,13 @@ parallel::MemoryOptions memory_options(const PlanArgs& args) {
   const auto weights = parallel::parse_weight_dtype(args.weight_dtype);
   if (!weights) fail_input("--weight-dtype must be f32, bf16 or fp8, got '{}'", args.weight_dtype);
   o.weights = *weights;
-  const auto kv = parallel::parse_cache_dtype(args.kv_cache_dtype);
+  const std::string engine_default = o.weights == parallel::WeightDtype::kF32 ? "f32" : "bf16";
+  const auto kv = parallel::parse_cache_dtype(args.kv_cache_dtype.empty() ? engine_default
+                                                                          : args.kv_cache_dtype);
   if (!kv) fail_input("--kv-cache-dtype must be f32, bf16 or fp8, got '{}'", args.kv_cache_dtype);
   o.kv_cache = *kv;
-  const auto index = parallel::parse_cache_dtype(args.indexer_cache_dtype);
+  const auto index = parallel::parse_cache_dtype(
+      args.indexer_cache_dtype.empty() ? engine_default : args.indexer_cache_dtype);
   if (!index)
     fail_input("--indexer-cache-dtype must be f32, bf16 or fp8, got '{}'",
                args.indexer_cache_dtype);
@@ -220,9 +224,10 @@ void add_plan_command(CLI::App& app) {
                   "Weights held per rank: bf16 (default), f32 or fp8 (e4m3 + f32 128x128 block "
                   "scales; embedding, lm_head, router, norms stay as published)");
   cmd->add_option("--kv-cache-dtype", args->kv_cache_dtype,
-                  "MLA latent cache: f32 (default, what the engine keeps), bf16 or fp8");
+                  "MLA latent cache: f32, bf16 or fp8 (default: f32 with --weight-dtype f32, else "
+                  "bf16, as the engine)");
   cmd->add_option("--indexer-cache-dtype", args->indexer_cache_dtype,
-                  "DSA indexer key cache: f32 (default), bf16 or fp8");
+                  "DSA indexer key cache: f32, bf16 or fp8 (default as --kv-cache-dtype)");
   cmd->add_option("--mem-per-rank", args->mem_per_rank,
                   "Memory per rank, e.g. 80G (10^9) or 141GiB (2^30): cache tokens that fit");
   cmd->add_option("--mem-reserve", args->mem_reserve,

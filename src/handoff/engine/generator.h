@@ -58,6 +58,8 @@ class Generator {
   GenerationResult run(const std::vector<int32_t>& prompt, const GenerationOptions& options,
                        Sampler& sampler, const std::vector<int32_t>& forced = {});
 
+  const cache::PagedCache& cache() const { return cache_; }
+
  private:
   model::Model& model_;
   int64_t max_context_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "handoff/ops/fp8_blocks.h"
 #include "handoff/ops/gemm.h"
 #include "handoff/ops/vector_ops.h"
 #include "handoff/tensor/thread_pool.h"
@@ -42,12 +43,24 @@ void Indexer::forward(const float* x, const float* qr, const StepMeta& meta, con
                   head_dim_, k);
   const int64_t pairs = rope_dim_ / 2;
   float* cs = scratch_.get(3, static_cast<size_t>(2 * pairs));
+  // The FP8 key cache is the reference's FP8 path: query and key rotated by a Hadamard
+  // transform, then quantized per block (the key by the cache, the query here). Its scores
+  // k_scale · Σ_h w_h · q_scale_h · ReLU(q8_h · k8) equal Σ_h w_h · ReLU(q̂_h · k̂) on the
+  // dequantized values, since the scales are positive powers of two.
+  const bool fp8 = cache.shape().index_dtype == tensor::DType::kF8E4M3;
   for (int64_t t = 0; t < t_count; ++t) {
     rope.cos_sin(meta.token_pos[t], cs, cs + pairs);
-    ops::rope(q + t * qw, heads_, head_dim_, rope_dim_, cs, cs + pairs, interleaved_);
-    ops::rope(k + t * head_dim_, 1, head_dim_, rope_dim_, cs, cs + pairs, interleaved_);
+    float* qt = q + t * qw;
+    float* kt = k + t * head_dim_;
+    ops::rope(qt, heads_, head_dim_, rope_dim_, cs, cs + pairs, interleaved_);
+    ops::rope(kt, 1, head_dim_, rope_dim_, cs, cs + pairs, interleaved_);
+    if (fp8) {
+      ops::hadamard_rotate(qt, heads_, head_dim_);
+      ops::hadamard_rotate(kt, 1, head_dim_);
+      for (int64_t h = 0; h < heads_; ++h) ops::round_fp8_row(qt + h * head_dim_, head_dim_);
+    }
     for (int64_t h = 0; h < heads_; ++h) w[t * heads_ + h] *= scale_;
-    cache.write_index_key(cache_layer, meta.token_slot[t], k + t * head_dim_);
+    cache.write_index_key(cache_layer, meta.token_slot[t], kt);
   }
 
   selected.resize(static_cast<size_t>(t_count));

@@ -59,16 +59,9 @@ Worker::Worker(std::unique_ptr<model::Model> model, const WorkerOptions& options
 }
 
 void Worker::prepare() {
-  const cache::CacheShape shape = model_->cache_shape(options_.num_blocks, options_.block_size);
-  cache_ = std::make_unique<cache::PagedCache>(shape);
-  const size_t per_token = cache_->bytes_per_token();
-  const int64_t tokens = cache_->num_slots();
-  log::info("rank {}: cache of {} tokens, {} bytes per token (latent {}{}), {:.1f} MiB", rank(),
-            tokens, per_token, tensor::dtype_name(shape.latent_dtype),
-            shape.index_dim > 0
-                ? fmt::format(", indexer key {}", tensor::dtype_name(shape.index_dtype))
-                : std::string(),
-            static_cast<double>(per_token) * static_cast<double>(tokens) / (1 << 20));
+  cache_ = std::make_unique<cache::PagedCache>(
+      model_->cache_shape(options_.num_blocks, options_.block_size));
+  log::info("rank {}: {}", rank(), cache_->summary());
   model_->profile_run(options_.max_step_tokens);
 }
 
