@@ -91,6 +91,23 @@ TEST(PagedCache, Fp8IndexKeysAreStoredAsE4m3WithABlockScale) {
   EXPECT_EQ(copied, got);
 }
 
+TEST(PagedCache, ReadingARunOfKeysEqualsReadingEachKey) {
+  for (auto dtype : {tensor::DType::kF32, tensor::DType::kBF16, tensor::DType::kF8E4M3}) {
+    PagedCache cache(shape(tensor::DType::kF32, dtype));
+    for (int64_t slot = 0; slot < 12; ++slot) {
+      const auto key = values(16, static_cast<unsigned>(40 + slot));
+      cache.write_index_key(1, slot, key.data());
+    }
+    std::vector<float> run(7 * 16), one(16);
+    cache.read_index_keys(1, 3, 7, run.data());  // slots 3..9, across blocks
+    for (int64_t i = 0; i < 7; ++i) {
+      cache.read_index_key(1, 3 + i, one.data());
+      EXPECT_EQ(std::vector<float>(run.begin() + i * 16, run.begin() + (i + 1) * 16), one)
+          << tensor::dtype_name(dtype) << " slot " << 3 + i;
+    }
+  }
+}
+
 TEST(PagedCache, CopyBlockCopiesEveryRowOfEveryLayerAndNothingElse) {
   for (auto dtype : {tensor::DType::kF32, tensor::DType::kBF16}) {
     PagedCache cache(shape(dtype, dtype));  // 3 blocks of 4 slots

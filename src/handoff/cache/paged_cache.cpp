@@ -97,16 +97,23 @@ void PagedCache::write_index_key(int64_t layer, int64_t slot, const float* key) 
 }
 
 void PagedCache::read_index_key(int64_t layer, int64_t slot, float* out) const {
+  read_index_keys(layer, slot, 1, out);
+}
+
+void PagedCache::read_index_keys(int64_t layer, int64_t first, int64_t count, float* out) const {
   const tensor::Tensor& store = index_key_[static_cast<size_t>(layer)];
-  const char* src = row(store, slot, shape_.index_dim);
-  if (is_fp8(store.dtype())) {
-    const tensor::Tensor& scales = index_scale_[static_cast<size_t>(layer)];
-    ops::dequantize_fp8_row(reinterpret_cast<const uint8_t*>(src),
-                            reinterpret_cast<const float*>(row(scales, slot, scales.shape()[1])),
-                            shape_.index_dim, out);
+  const char* src = row(store, first, shape_.index_dim);
+  if (!is_fp8(store.dtype())) {
+    tensor::convert_to_f32(store.dtype(), src, out, static_cast<size_t>(count * shape_.index_dim));
     return;
   }
-  tensor::convert_to_f32(store.dtype(), src, out, static_cast<size_t>(shape_.index_dim));
+  const tensor::Tensor& scales = index_scale_[static_cast<size_t>(layer)];
+  const int64_t blocks = scales.shape()[1];
+  const auto* codes = reinterpret_cast<const uint8_t*>(src);
+  const auto* scale = reinterpret_cast<const float*>(row(scales, first, blocks));
+  for (int64_t i = 0; i < count; ++i)
+    ops::dequantize_fp8_row(codes + i * shape_.index_dim, scale + i * blocks, shape_.index_dim,
+                            out + i * shape_.index_dim);
 }
 
 void PagedCache::copy_block(int32_t src, int32_t dst) {

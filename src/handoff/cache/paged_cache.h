@@ -44,6 +44,9 @@ class PagedCache {
   void read_latent(int64_t layer, int64_t slot, float* out) const;
   void write_index_key(int64_t layer, int64_t slot, const float* key);
   void read_index_key(int64_t layer, int64_t slot, float* out) const;
+  // The keys of slots [first, first + count), index_dim floats each, in one conversion: a
+  // block's slots are consecutive, so a long-context scan converts whole blocks, not keys.
+  void read_index_keys(int64_t layer, int64_t first, int64_t count, float* out) const;
   // Copies every row of block `src` into block `dst`, in every layer (copy-on-write).
   void copy_block(int32_t src, int32_t dst);
 

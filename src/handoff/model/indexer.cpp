@@ -92,29 +92,49 @@ void Indexer::select_group(int64_t t0, int64_t t1, const float* q, const float* 
   const auto& seq = meta.sequences[static_cast<size_t>(meta.token_seq[t0])];
   float* scores = scratch_.get(4, static_cast<size_t>(rows * keys));
   const int64_t tiles = (keys + kTileKeys - 1) / kTileKeys;
+  // The product's operand to transpose is the smaller one: the keys' [n, head_dim] for many
+  // queries (prefill), the (token, head) queries' [n, rows · heads] result for few (decode).
+  // Both give every dot the same products summed in the same order.
+  const int64_t queries = rows * heads_;
+  const bool keys_as_rows = queries < head_dim_;
   tensor::parallel_for(tiles, 1, [&](int64_t tile0, int64_t tile1) {
     float* key_rows = Scratch::thread_local_buffer(0, static_cast<size_t>(kTileKeys * head_dim_));
-    float* key_t = Scratch::thread_local_buffer(1, static_cast<size_t>(head_dim_ * kTileKeys));
-    float* dots = Scratch::thread_local_buffer(2, static_cast<size_t>(rows * heads_ * kTileKeys));
+    float* key_t = Scratch::thread_local_buffer(
+        1, static_cast<size_t>(std::max(head_dim_, queries) * kTileKeys));
+    float* dots = Scratch::thread_local_buffer(2, static_cast<size_t>(queries * kTileKeys));
+    float* q_t = Scratch::thread_local_buffer(3, static_cast<size_t>(head_dim_ * queries));
+    if (keys_as_rows) ops::transpose(queries, head_dim_, q + t0 * qw, head_dim_, q_t, queries);
     for (int64_t tile = tile0; tile < tile1; ++tile) {
       const int64_t j0 = tile * kTileKeys;
       const int64_t n = std::min(kTileKeys, keys - j0);
-      // Keys transposed into [head_dim, n], so the product's rows are (token, head) queries.
-      for (int64_t i = 0; i < n; ++i)
-        cache.read_index_key(cache_layer, seq.key_slots[static_cast<size_t>(j0 + i)],
-                             key_rows + i * head_dim_);
-      ops::transpose(n, head_dim_, key_rows, head_dim_, key_t, kTileKeys);
-      ops::gemm(rows * heads_, n, head_dim_, q + t0 * qw, head_dim_, key_t, kTileKeys, dots,
-                kTileKeys, false);
+      // Keys in runs of consecutive slots (a cache block's) converted at once.
+      for (int64_t i = 0; i < n;) {
+        const int64_t* slots = seq.key_slots.data() + j0;
+        int64_t run = 1;
+        while (i + run < n && slots[i + run] == slots[i] + run) ++run;
+        cache.read_index_keys(cache_layer, slots[i], run, key_rows + i * head_dim_);
+        i += run;
+      }
+      if (keys_as_rows) {
+        ops::gemm(n, queries, head_dim_, key_rows, head_dim_, q_t, queries, key_t, queries, false);
+        ops::transpose(n, queries, key_t, queries, dots, kTileKeys);
+      } else {
+        ops::transpose(n, head_dim_, key_rows, head_dim_, key_t, kTileKeys);
+        ops::gemm(queries, n, head_dim_, q + t0 * qw, head_dim_, key_t, kTileKeys, dots, kTileKeys,
+                  false);
+      }
       for (int64_t r = 0; r < rows; ++r) {
-        const int64_t limit = std::min(n, meta.token_pos[t0 + r] + 1 - j0);  // causal
+        // Causal: a row whose keys end before this tile has none in it.
+        const int64_t limit = std::clamp<int64_t>(meta.token_pos[t0 + r] + 1 - j0, 0, n);
         const float* wr = w + (t0 + r) * heads_;
         float* out = scores + r * keys + j0;
-        for (int64_t i = 0; i < limit; ++i) {
-          float s = 0.0f;
-          for (int64_t h = 0; h < heads_; ++h)
-            s += wr[h] * std::max(0.0f, dots[(r * heads_ + h) * kTileKeys + i]);
-          out[i] = s;
+        // Heads outer, keys inner: contiguous and vectorized. Each key's sum still runs over
+        // the heads in order, so the scores are those of a per-key loop, bit for bit.
+        std::fill(out, out + limit, 0.0f);
+        for (int64_t h = 0; h < heads_; ++h) {
+          const float* d = dots + (r * heads_ + h) * kTileKeys;
+          const float wh = wr[h];
+          for (int64_t i = 0; i < limit; ++i) out[i] += wh * std::max(0.0f, d[i]);
         }
       }
     }

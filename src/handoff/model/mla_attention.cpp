@@ -172,8 +172,9 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
   tensor::parallel_for(items, 1, [&](int64_t begin, int64_t end) {
     float* qcat = Scratch::thread_local_buffer(0, static_cast<size_t>(heads_ * width));
     float* rows = Scratch::thread_local_buffer(1, static_cast<size_t>(kTileKeys * width));
-    float* rows_t = Scratch::thread_local_buffer(2, static_cast<size_t>(width * kTileKeys));
+    float* scores_t = Scratch::thread_local_buffer(2, static_cast<size_t>(kTileKeys * heads_));
     float* probs = Scratch::thread_local_buffer(3, static_cast<size_t>(heads_ * kTileKeys));
+    float* qcat_t = Scratch::thread_local_buffer(4, static_cast<size_t>(width * heads_));
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item_token_[static_cast<size_t>(item)];
       const int64_t k0 = (item - token_first_item_[static_cast<size_t>(t)]) * kSegmentKeys;
@@ -187,6 +188,9 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
         std::memcpy(qcat + h * width + kv_rank_, q + t * heads_ * qk + h * qk + nope_,
                     static_cast<size_t>(rope_dim_) * sizeof(float));
       }
+      // Keys stay rows: scoresᵀ = rows · qcatᵀ transposes [n, heads], not [n, width]. Each
+      // score's sum runs over the same products in the same order either way.
+      ops::transpose(heads_, width, qcat, width, qcat_t, heads_);
       float* m = run_max + item * heads_;
       float* l = run_sum + item * heads_;
       float* acc = run_acc + item * heads_ * kv_rank_;
@@ -200,8 +204,8 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
           const int64_t slot = seq.key_slots[static_cast<size_t>(pos)];
           cache.read_latent(cache_layer, slot, rows + i * width);
         }
-        ops::transpose(n, width, rows, width, rows_t, kTileKeys);
-        ops::gemm(heads_, n, width, qcat, width, rows_t, kTileKeys, probs, kTileKeys, false);
+        ops::gemm(n, heads_, width, rows, width, qcat_t, heads_, scores_t, heads_, false);
+        ops::transpose(n, heads_, scores_t, heads_, probs, kTileKeys);
         for (int64_t h = 0; h < heads_; ++h) {
           float* p = probs + h * kTileKeys;
           float tile_max = -std::numeric_limits<float>::infinity();
