@@ -1,0 +1,339 @@
+#!/usr/bin/env bash
+# Handoff beside llama.cpp on the same weights, in one run (docs/performance.md, "Beside
+# llama.cpp"). Everything llama.cpp needs is built or made outside the repository, in PEER.
+#
+#   bench/peer_compare.sh                 # build (first time), speed table, logits cross-check
+#   MODE=speed bench/peer_compare.sh      # only the speed table
+#   MODE=check bench/peer_compare.sh      # only the logits cross-check
+#   ROUNDS=5 WEIGHTS="bf16 q8_0" MODEL=/path/to/checkpoint bench/peer_compare.sh
+#
+# Steps:
+#  1. llama.cpp: the source bundled in the npm package node-llama-cpp (NODE_LLAMA_CPP, fetched
+#     with `npm pack`) is cloned and built into PEER/llama.cpp (llama-bench, llama-quantize,
+#     libllama; ~15 min on 2 cores, once), then bench/peer/llama_logits.cpp against it.
+#  2. speed (MODE speed|all): MODEL (a bf16 deepseek_v3 / deepseek_v32 checkpoint; default
+#     models/bench-moe, made by make-model like bench/bench_moe.sh) is exported by
+#     `handoff export-gguf` at bf16 and f32 (exact widening), and llama-quantize makes a Q8_0
+#     file from the f32 one. ROUNDS rounds, each: stream_read (read bandwidth, 1 and 2 threads),
+#     then per weight type llama-bench (-t THREADS -p PROMPT_LEN -n DECODE -r 1) and
+#     `handoff bench offline` (one request, PROMPT_LEN random ids in, DECODE out; prefill =
+#     PROMPT_LEN / TTFT, decode = 1 / TPOT), the engine order alternating per round. Q8_0 is
+#     llama.cpp only. The table: medians over rounds; roofline = median 2-thread bandwidth /
+#     active weight bytes per token (of the GGUF: everything but the embedding table, which is
+#     one row per token, and routed experts counted n_used / n_expert).
+#  3. check (MODE check|all): f32 bench-moe checkpoints of deepseek_v3 and deepseek_v32 (made by
+#     make-model, seed 1), plus the deepseek_v32 one with index_topk 8 (its DSA selection is
+#     sparse within the 24 positions), exported with export-gguf. A fixed 16-token prompt:
+#     `handoff generate --dtype f32 --max-new-tokens 8 --dump` gives Handoff's logits and greedy
+#     tokens; llama_logits runs llama.cpp on the GGUF teacher-forced on those tokens (F32 KV cache,
+#     no flash attention). Pass: every logit of the prefill's last position and of the 8 decode
+#     steps within CHECK_TOL (1e-4) and the greedy tokens equal. Also: llama.cpp's tokenizer on
+#     the exported demo model (models/default, DeepSeek-V3's tokenizer) against `handoff tokenize`.
+# Results (logs, runs.tsv, table.txt, check.txt) go to OUT. Exit status 1 when the check fails.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+PEER=${PEER:-$HOME/.cache/handoff-peer}
+NODE_LLAMA_CPP=${NODE_LLAMA_CPP:-3.22.1}   # bundles llama.cpp 0.5.0-dev
+BUILD=${BUILD:-build}
+HANDOFF=${HANDOFF:-$BUILD/bin/handoff}
+STREAM_READ=${STREAM_READ:-$BUILD/bin/stream_read}
+MODE=${MODE:-all}
+MODEL=${MODEL:-models/bench-moe}
+DEMO_MODEL=${DEMO_MODEL:-models/default}
+ROUNDS=${ROUNDS:-3}
+THREADS=${THREADS:-2}
+PROMPT_LEN=${PROMPT_LEN:-512}
+DECODE=${DECODE:-128}
+WEIGHTS=${WEIGHTS:-"bf16 f32 q8_0"}
+CHECK_TOL=${CHECK_TOL:-1e-4}
+CHECK_PROMPT=${CHECK_PROMPT:-"17,4242,99,1234,5,31000,777,2048,12,9999,300,65,18000,7,25000,1500"}
+CHECK_STEPS=${CHECK_STEPS:-8}
+OUT=${OUT:-$PEER/results/$(date +%Y%m%d-%H%M%S)}
+LLAMA=$PEER/llama.cpp
+NICE=${NICE:-nice -n 19}
+
+mkdir -p "$OUT" "$PEER/models"
+log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$OUT/log.txt"; }
+for b in "$HANDOFF" "$STREAM_READ"; do
+  [[ -x $b ]] || { echo "missing $b: build Handoff first (see README)" >&2; exit 1; }
+done
+
+# ---- 1. llama.cpp from the npm package's bundle ----
+build_llama() {
+  if [[ ! -d $LLAMA/.git ]]; then
+    log "fetching node-llama-cpp@$NODE_LLAMA_CPP with npm"
+    rm -rf "$PEER/npm" && mkdir -p "$PEER/npm"
+    (cd "$PEER/npm" && npm pack --silent "node-llama-cpp@$NODE_LLAMA_CPP" > /dev/null &&
+      tar xzf node-llama-cpp-*.tgz)
+    git clone -q "$PEER/npm/package/llama/gitRelease.bundle" "$LLAMA"
+  fi
+  if [[ ! -x $LLAMA/build/bin/llama-bench || ! -x $LLAMA/build/bin/llama-quantize ]]; then
+    log "building llama.cpp $(git -C "$LLAMA" log -1 --format=%h) into $LLAMA/build (long, once)"
+    $NICE cmake -S "$LLAMA" -B "$LLAMA/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+      -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+      -DLLAMA_BUILD_SERVER=OFF > "$OUT/llama-cmake.log"
+    $NICE cmake --build "$LLAMA/build" -j "$(nproc)" --target llama-bench llama-quantize llama \
+      > "$OUT/llama-build.log"
+  fi
+  local drv=$PEER/llama_logits src=$ROOT/bench/peer/llama_logits.cpp
+  if [[ ! -x $drv || $src -nt $drv ]]; then
+    $NICE g++ -O2 -std=c++17 "$src" -I"$LLAMA/include" -I"$LLAMA/ggml/include" \
+      -L"$LLAMA/build/bin" -lllama -Wl,-rpath,"$LLAMA/build/bin" -o "$drv"
+  fi
+}
+
+# export GGUF_FILE from CHECKPOINT with handoff export-gguf (extra flags after)
+export_gguf() {
+  local dir=$1 file=$2; shift 2
+  log "export-gguf $dir -> $file $*"
+  "$HANDOFF" export-gguf --model "$dir" --out "$file" "$@" >> "$OUT/export.log"
+}
+
+median() { sort -g | awk '{v[NR] = $1} END {if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; else print "NA"}'; }
+
+# ---- 2. speed ----
+run_speed() {
+  if [[ ! -f $MODEL/config.json ]]; then
+    log "making $MODEL (bench-moe, deepseek_v3, bf16, seed 1)"
+    "$HANDOFF" make-model --family deepseek_v3 --preset bench-moe --seed 1 --dtype bf16 \
+      --out "$MODEL" >> "$OUT/log.txt"
+  fi
+  local name g
+  name=$(basename "$(cd "$MODEL" && pwd)")
+  declare -gA GGUF
+  GGUF[bf16]=$PEER/models/$name-bf16.gguf
+  GGUF[f32]=$PEER/models/$name-f32.gguf
+  GGUF[q8_0]=$PEER/models/$name-q8_0.gguf
+  export_gguf "$MODEL" "${GGUF[bf16]}" --dtype bf16
+  if [[ " $WEIGHTS " == *" f32 "* || " $WEIGHTS " == *" q8_0 "* ]]; then
+    export_gguf "$MODEL" "${GGUF[f32]}" --dtype f32
+  fi
+  if [[ " $WEIGHTS " == *" q8_0 "* ]]; then
+    log "llama-quantize -> ${GGUF[q8_0]}"
+    "$LLAMA/build/bin/llama-quantize" "${GGUF[f32]}" "${GGUF[q8_0]}" Q8_0 > "$OUT/quantize.log" 2>&1
+  fi
+  printf 'round\tengine\tweights\tprefill_tps\tdecode_tps\tload1\n' > "$OUT/runs.tsv"
+  printf 'round\tthreads\tGBps\n' > "$OUT/bandwidth.tsv"
+  local prompt_file=$OUT/prompt.txt
+  for ((r = 1; r <= ROUNDS; ++r)); do
+    "$STREAM_READ" --benchmark_repetitions=1 --benchmark_format=json > "$OUT/stream_r$r.json"
+    python3 - "$OUT/stream_r$r.json" "$r" >> "$OUT/bandwidth.tsv" << 'EOF'
+import json, sys
+for b in json.load(open(sys.argv[1]))["benchmarks"]:
+    if b.get("run_type") == "iteration":
+        print(f"{sys.argv[2]}\t{b['threads']}\t{b['GB/s'] / 1e9:.3f}")
+EOF
+    log "round $r stream_read: $(awk -F'\t' -v r="$r" '$1 == r {printf "%s thr %s GB/s; ", $2, $3}' "$OUT/bandwidth.tsv")"
+    for w in $WEIGHTS; do
+      local order="llama handoff"
+      ((r % 2)) || order="handoff llama"
+      for e in $order; do
+        local l1 f p d
+        l1=$(cut -d' ' -f1 /proc/loadavg)
+        if [[ $e == llama ]]; then
+          f=$OUT/llama_${w}_r$r.json
+          "$LLAMA/build/bin/llama-bench" -m "${GGUF[$w]}" -t "$THREADS" -p "$PROMPT_LEN" \
+            -n "$DECODE" -r 1 -o json > "$f" 2> "$f.err"
+          read -r p d <<< "$(python3 - "$f" "$PROMPT_LEN" "$DECODE" << 'EOF'
+import json, sys
+runs = json.load(open(sys.argv[1])); n_p, n_d = int(sys.argv[2]), int(sys.argv[3])
+p = [x["avg_ts"] for x in runs if x["n_prompt"] == n_p and x["n_gen"] == 0]
+d = [x["avg_ts"] for x in runs if x["n_prompt"] == 0 and x["n_gen"] == n_d]
+print(f"{p[0]:.2f}" if p else "NA", f"{d[0]:.2f}" if d else "NA")
+EOF
+)"
+          printf '%s\tllama.cpp\t%s\t%s\t%s\t%s\n' "$r" "$w" "$p" "$d" "$l1" >> "$OUT/runs.tsv"
+          log "round $r llama.cpp $w: prefill $p tok/s, decode $d tok/s (load $l1)"
+        else
+          [[ $w != q8_0 ]] || continue  # Handoff has no 8-bit path yet
+          f=$OUT/handoff_${w}_r$r.txt
+          "$HANDOFF" bench offline --model "$MODEL" --dtype "$w" --threads "$THREADS" \
+            --concurrency 1 --num-prompts 1 --input-len "$PROMPT_LEN" --output-len "$DECODE" \
+            --max-num-batched-tokens "$PROMPT_LEN" --max-model-len $((PROMPT_LEN + DECODE)) \
+            --kv-cache-tokens $((PROMPT_LEN + DECODE + 64)) > "$f" 2> "$f.err"
+          p=$(awk -v n="$PROMPT_LEN" '$1 == "TTFT" {printf "%.2f", n / ($3 / 1000)}' "$f")
+          d=$(awk '$1 == "TPOT" {printf "%.2f", 1000 / $3}' "$f")
+          printf '%s\tHandoff\t%s\t%s\t%s\t%s\n' "$r" "$w" "${p:-NA}" "${d:-NA}" "$l1" >> "$OUT/runs.tsv"
+          log "round $r Handoff $w: prefill ${p:-NA} tok/s, decode ${d:-NA} tok/s (load $l1)"
+        fi
+      done
+    done
+  done
+  local bw1 bw2
+  bw1=$(awk -F'\t' 'NR > 1 && $2 == 1 {print $3}' "$OUT/bandwidth.tsv" | median)
+  bw2=$(awk -F'\t' 'NR > 1 && $2 == 2 {print $3}' "$OUT/bandwidth.tsv" | median)
+  {
+    echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores;" \
+      "stream read (median of $ROUNDS): 1 thread $bw1 GB/s, 2 threads $bw2 GB/s"
+    echo "model: $MODEL; $THREADS threads, batch 1, prefill $PROMPT_LEN, decode $DECODE;" \
+      "medians of $ROUNDS interleaved rounds; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo
+    python3 - "$OUT/runs.tsv" "$bw2" "${GGUF[bf16]}" "${GGUF[f32]}" "${GGUF[q8_0]}" << 'EOF'
+import csv, os, statistics, struct, sys
+
+def active_bytes(path):
+    """Weight bytes one decode token reads, from a GGUF header: all tensors but the embedding
+    table (one row) and the routed experts (n_used of n_expert)."""
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        def rd(fmt):
+            return struct.unpack("<" + fmt, f.read(struct.calcsize("<" + fmt)))[0]
+        def rstr():
+            return f.read(rd("Q")).decode("utf-8", "replace")
+        sizes = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "B", 10: "Q", 11: "q", 12: "d"}
+        def value(t):
+            if t == 8:
+                return rstr()
+            if t == 9:
+                et, n = rd("I"), rd("Q")
+                return [value(et) for _ in range(n)]
+            return rd(sizes[t])
+        assert f.read(4) == b"GGUF"
+        rd("I"); nt = rd("Q"); nkv = rd("Q")
+        kv = {}
+        for _ in range(nkv):
+            k = rstr(); kv[k] = value(rd("I"))
+        arch = kv["general.architecture"]
+        n_exp, n_used = kv[f"{arch}.expert_count"], kv[f"{arch}.expert_used_count"]
+        # bytes per element (block types: Q8_0 = 34 bytes per 32)
+        per = {0: 4.0, 1: 2.0, 30: 2.0, 8: 34 / 32}
+        total = 0.0
+        for _ in range(nt):
+            name = rstr(); nd = rd("I"); ne = [rd("Q") for _ in range(nd)]; t = rd("I"); rd("Q")
+            n = 1
+            for d in ne:
+                n *= d
+            b = n * per[t]
+            if "_exps." in name:
+                b *= n_used / n_exp
+            elif name == "token_embd.weight":
+                b /= ne[-1]
+            total += b
+        return total
+
+runs = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+bw = float(sys.argv[2]) if sys.argv[2] != "NA" else None
+gguf = {"bf16": sys.argv[3], "f32": sys.argv[4], "q8_0": sys.argv[5]}
+def med(xs):
+    xs = [float(x) for x in xs if x not in ("NA", "")]
+    return statistics.median(xs) if xs else None
+rows = []
+for key in dict.fromkeys((r["engine"], r["weights"]) for r in runs):
+    rs = [r for r in runs if (r["engine"], r["weights"]) == key]
+    p, d = med(r["prefill_tps"] for r in rs), med(r["decode_tps"] for r in rs)
+    a = active_bytes(gguf[key[1]])
+    roof = bw * 1e9 / a if bw and a else None
+    span = lambda col: "–".join(f"{v:.0f}" for v in sorted({min(float(r[col]) for r in rs if r[col] != "NA"), max(float(r[col]) for r in rs if r[col] != "NA")})) if any(r[col] != "NA" for r in rs) else "NA"
+    rows.append([key[0], key[1].upper() if key[0] == "llama.cpp" else key[1],
+                 f"{p:.1f}" if p else "NA", span("prefill_tps"),
+                 f"{d:.1f}" if d else "NA", span("decode_tps"),
+                 f"{a / 1e6:.1f}" if a else "NA",
+                 f"{100 * d / roof:.0f} %" if roof and d else "NA"])
+hdr = ["engine", "weights", "prefill tok/s", "(range)", "decode tok/s", "(range)",
+       "active MB/token", "decode % of roofline"]
+print("| " + " | ".join(hdr) + " |")
+print("|" + "|".join("---" for _ in hdr) + "|")
+for r in rows:
+    print("| " + " | ".join(r) + " |")
+EOF
+  } | tee "$OUT/table.txt"
+}
+
+# ---- 3. logits cross-check ----
+compare_logits() {  # handoff dump, llama json -> one line; exit 1 on a failure
+  python3 - "$1" "$2" "$CHECK_TOL" << 'EOF'
+import json, sys
+h = json.load(open(sys.argv[1]))["prompts"][0]
+l = json.load(open(sys.argv[2]))
+tol = float(sys.argv[3])
+rows_h = [h["prefill_last_logits"]] + h["decode_logits"]
+rows_l = [l["prefill_last_logits"]] + l["decode_logits"]
+assert len(rows_h) == len(rows_l), (len(rows_h), len(rows_l))
+worst = 0.0
+for a, b in zip(rows_h, rows_l):
+    assert len(a) == len(b), (len(a), len(b))
+    worst = max(worst, max(abs(x - y) for x, y in zip(a, b)))
+same = h["greedy_tokens"] == l["greedy_tokens"]
+ok = worst <= tol and same
+print(f"max |logit diff| {worst:.2e} over {len(rows_h)} x {len(rows_h[0])} logits; greedy tokens "
+      f"{'identical' if same else 'DIFFER'} ({h['greedy_tokens']} vs {l['greedy_tokens']}): "
+      f"{'PASS' if ok else 'FAIL'}")
+sys.exit(0 if ok else 1)
+EOF
+}
+
+run_check() {
+  local m=$PEER/models fails=0
+  declare -A FAM=([v3]=deepseek_v3 [v32]=deepseek_v32)
+  for k in v3 v32; do
+    local dir=$m/bench-moe-$k-f32
+    if [[ ! -f $dir/config.json ]]; then
+      log "making $dir (bench-moe, ${FAM[$k]}, f32, seed 1)"
+      "$HANDOFF" make-model --family "${FAM[$k]}" --preset bench-moe --seed 1 --dtype f32 \
+        --out "$dir" >> "$OUT/log.txt"
+    fi
+  done
+  # the deepseek_v32 weights with index_topk 8: the same files, another config
+  local sparse=$m/bench-moe-v32s-f32
+  mkdir -p "$sparse"
+  for f in "$m"/bench-moe-v32-f32/*.safetensors*; do ln -sf "$f" "$sparse/"; done
+  python3 - "$m/bench-moe-v32-f32/config.json" "$sparse/config.json" << 'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c["index_topk"] = 8
+json.dump(c, open(sys.argv[2], "w"), indent=2)
+EOF
+  : > "$OUT/check.txt"
+  local n
+  n=$(tr ',' '\n' <<< "$CHECK_PROMPT" | wc -l)
+  echo "logits cross-check: f32 bench-moe weights, a $n-token prompt ($CHECK_PROMPT), $CHECK_STEPS" \
+    "teacher-forced decode steps, tolerance $CHECK_TOL, $THREADS threads" | tee -a "$OUT/check.txt"
+  for k in v3 v32 v32s; do
+    local dir=$m/bench-moe-$k-f32 g=$m/bench-moe-$k-f32.gguf
+    export_gguf "$dir" "$g" --dtype f32
+    "$HANDOFF" generate --model "$dir" --dtype f32 --threads "$THREADS" \
+      --prompt-ids "$CHECK_PROMPT" --max-new-tokens "$CHECK_STEPS" \
+      --dump "$OUT/handoff_$k.json" > "$OUT/handoff_$k.txt" 2>&1
+    local feed
+    feed=$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["prompts"][0]["greedy_tokens"])))' "$OUT/handoff_$k.json")
+    "$PEER/llama_logits" logits "$g" --prompt "$CHECK_PROMPT" --steps "$CHECK_STEPS" \
+      --feed "$feed" --threads "$THREADS" > "$OUT/llama_$k.json" 2> "$OUT/llama_$k.err"
+    local label=${FAM[${k%s}]}
+    [[ $k != v32s ]] || label="deepseek_v32, index_topk 8"
+    local line rc=0
+    line=$(compare_logits "$OUT/handoff_$k.json" "$OUT/llama_$k.json") || rc=$?
+    echo "  $label: $line" | tee -a "$OUT/check.txt"
+    ((rc == 0)) || fails=$((fails + 1))
+  done
+  if [[ -f $DEMO_MODEL/tokenizer.json ]]; then
+    local g=$m/$(basename "$DEMO_MODEL")-tok.gguf
+    local text=$'Hello, world! \u4f60\u597d 12345 <\uff5cUser\uff5c>def f(x):\n  return x  # caf\u00e9'
+    export_gguf "$DEMO_MODEL" "$g"
+    local ours theirs
+    ours=$(python3 -c 'import json,sys; print(json.dumps({"text": sys.argv[1]}))' "$text" |
+      "$HANDOFF" tokenize --model "$DEMO_MODEL" 2> /dev/null |
+      python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])' || true)
+    theirs=$("$PEER/llama_logits" tokenize "$g" "$text" 2> "$OUT/llama_tok.err" || true)
+    if [[ -n $ours && "$(tr -d ' []\n' <<< "$ours")" == "$(tr -d ' []\n' <<< "$theirs")" ]]; then
+      echo "  tokenizer ($DEMO_MODEL exported): llama.cpp and Handoff give the same ids: PASS" | tee -a "$OUT/check.txt"
+    else
+      echo "  tokenizer ($DEMO_MODEL exported): llama.cpp $theirs vs Handoff $ours: FAIL" | tee -a "$OUT/check.txt"
+      fails=$((fails + 1))
+    fi
+  fi
+  return $((fails > 0))
+}
+
+{
+  echo "peer_compare: $(date -u +%FT%TZ), handoff $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo '?')"
+  echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+} | tee "$OUT/header.txt"
+build_llama
+echo "llama.cpp: $(git -C "$LLAMA" log -1 --format=%h) (node-llama-cpp@$NODE_LLAMA_CPP)" | tee -a "$OUT/header.txt"
+status=0
+if [[ $MODE == check || $MODE == all ]]; then run_check || status=1; fi
+if [[ $MODE == speed || $MODE == all ]]; then run_speed; fi
+log "results in $OUT"
+exit $status
