@@ -69,7 +69,11 @@ build_llama() {
       tar xzf node-llama-cpp-*.tgz)
     git clone -q "$PEER/npm/package/llama/gitRelease.bundle" "$LLAMA"
   fi
-  if [[ ! -x $LLAMA/build/bin/llama-bench || ! -x $LLAMA/build/bin/llama-quantize ]]; then
+  local need=$LLAMA/build/bin/libllama.so
+  [[ $MODE == check ]] || need="$need $LLAMA/build/bin/llama-bench $LLAMA/build/bin/llama-quantize"
+  local missing=0 f
+  for f in $need; do [[ -e $f ]] || missing=1; done
+  if ((missing)); then
     log "building llama.cpp $(git -C "$LLAMA" log -1 --format=%h) into $LLAMA/build (long, once)"
     $NICE cmake -S "$LLAMA" -B "$LLAMA/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
       -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
@@ -84,9 +88,15 @@ build_llama() {
   fi
 }
 
-# export GGUF_FILE from CHECKPOINT with handoff export-gguf (extra flags after)
+# export_gguf CHECKPOINT FILE [flags]: `handoff export-gguf`
+# (skipped when FILE is newer than the handoff binary and the checkpoint's config and files)
 export_gguf() {
   local dir=$1 file=$2; shift 2
+  if [[ -f $file && $file -nt $HANDOFF && $file -nt $dir/config.json ]] &&
+    [[ -z $(find -L "$dir" -name '*.safetensors' -newer "$file") ]]; then
+    log "export-gguf: $file is up to date"
+    return
+  fi
   log "export-gguf $dir -> $file $*"
   "$HANDOFF" export-gguf --model "$dir" --out "$file" "$@" >> "$OUT/export.log"
 }
@@ -110,7 +120,7 @@ run_speed() {
   if [[ " $WEIGHTS " == *" f32 "* || " $WEIGHTS " == *" q8_0 "* ]]; then
     export_gguf "$MODEL" "${GGUF[f32]}" --dtype f32
   fi
-  if [[ " $WEIGHTS " == *" q8_0 "* ]]; then
+  if [[ " $WEIGHTS " == *" q8_0 "* && ! ${GGUF[q8_0]} -nt ${GGUF[f32]} ]]; then
     log "llama-quantize -> ${GGUF[q8_0]}"
     "$LLAMA/build/bin/llama-quantize" "${GGUF[f32]}" "${GGUF[q8_0]}" Q8_0 > "$OUT/quantize.log" 2>&1
   fi
@@ -283,7 +293,13 @@ run_check() {
   python3 - "$m/bench-moe-v32-f32/config.json" "$sparse/config.json" << 'EOF'
 import json, sys
 c = json.load(open(sys.argv[1])); c["index_topk"] = 8
-json.dump(c, open(sys.argv[2], "w"), indent=2)
+text = json.dumps(c, indent=2)
+try:
+    same = open(sys.argv[2]).read() == text
+except OSError:
+    same = False
+if not same:  # rewritten only on a change, so the exported file stays up to date
+    open(sys.argv[2], "w").write(text)
 EOF
   : > "$OUT/check.txt"
   local n
