@@ -155,11 +155,16 @@ int main(int argc, char** argv) {
   int steps = 0, threads = 2;
   for (int i = 3; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--prompt") prompt = parse_ids(value);
-    else if (flag == "--feed") feed = parse_ids(value);
-    else if (flag == "--steps") steps = std::atoi(value.c_str());
-    else if (flag == "--threads") threads = std::atoi(value.c_str());
-    else die("unknown flag " + flag);
+    if (flag == "--prompt")
+      prompt = parse_ids(value);
+    else if (flag == "--feed")
+      feed = parse_ids(value);
+    else if (flag == "--steps")
+      steps = std::atoi(value.c_str());
+    else if (flag == "--threads")
+      threads = std::atoi(value.c_str());
+    else
+      die("unknown flag " + flag);
   }
   if ((argc - 3) % 2 != 0) die("a flag lacks its value");
   return run_logits(argv[2], prompt, steps, feed, threads);

@@ -3,11 +3,11 @@
 // checkpoint it came from, including the stacked experts and the kv_b -> k_b / v_b split.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "../cli/cli_support.h"
 #include "../model/test_util.h"
@@ -91,19 +91,20 @@ void expect_data_matches(const GgufFile& g, const std::string& dir, tensor::DTyp
       {"model.norm.weight", "output_norm.weight"},
       {"lm_head.weight", "output.weight"}};
   for (const model::TensorSpec& s : model::checkpoint_tensors(c)) {
-    const bool f32_kind = s.kind != model::TensorKind::kMatrix &&
-                          s.kind != model::TensorKind::kEmbedding;
+    const bool f32_kind =
+        s.kind != model::TensorKind::kMatrix && s.kind != model::TensorKind::kEmbedding;
     const tensor::DType dt = f32_kind ? tensor::DType::kF32 : main;
     const uint32_t gt = dt == tensor::DType::kF32 ? kTypeF32 : kTypeBF16;
     const size_t es = tensor::dtype_size(dt);
     if (s.expert >= 0) {
       const std::string proj = s.name.substr(s.name.rfind('.', s.name.size() - 8) + 1);
       const std::string kind = proj.substr(0, proj.find('_'));
-      const GgufTensor& t = g.tensor("blk." + std::to_string(s.layer) + ".ffn_" + kind + "_exps.weight");
+      const GgufTensor& t =
+          g.tensor("blk." + std::to_string(s.layer) + ".ffn_" + kind + "_exps.weight");
       if (s.expert == 0) ++expected_tensors;
       EXPECT_EQ(t.type, gt) << t.name;
       ASSERT_EQ(t.ne, (std::vector<uint64_t>{uint64_t(s.shape[1]), uint64_t(s.shape[0]),
-                                            uint64_t(c.n_routed_experts)}))
+                                             uint64_t(c.n_routed_experts)}))
           << t.name;
       const std::string src = source_bytes(ck, s.name, s.shape, dt);
       EXPECT_EQ(std::memcmp(g.data(t) + s.expert * src.size(), src.data(), src.size()), 0)
@@ -249,8 +250,8 @@ TEST(ExportGguf, DeepseekV3Bf16KeepsMatricesBf16AndSmallTensorsF32) {
 
 TEST(ExportGguf, Fp8CheckpointIsDequantisedThroughItsBlockScales) {
   TempDir tmp;
-  const GgufFile g = export_and_read(golden_dir("dsv32_fp8_blocks"), tmp.file("fp8.gguf"),
-                                     "--dtype f32");
+  const GgufFile g =
+      export_and_read(golden_dir("dsv32_fp8_blocks"), tmp.file("fp8.gguf"), "--dtype f32");
   // Checkpoint::load dequantises e4m3 x weight_scale_inv; the file must hold those values.
   expect_data_matches(g, golden_dir("dsv32_fp8_blocks"), tensor::DType::kF32);
   const GgufFile b = export_and_read(golden_dir("dsv32_fp8_blocks"), tmp.file("auto.gguf"));
@@ -265,7 +266,8 @@ TEST(ExportGguf, DeepseekTokenizerBecomesGpt2Vocabulary) {
   const GgufFile g = export_and_read(tmp.file("m"), tmp.file("m.gguf"));
   EXPECT_EQ(str(g, "tokenizer.ggml.model"), "gpt2");
   EXPECT_EQ(str(g, "tokenizer.ggml.pre"), "deepseek-v3");
-  const nlohmann::json tok = nlohmann::json::parse(std::ifstream(deepseek_v3_dir() / "tokenizer.json"));
+  const nlohmann::json tok =
+      nlohmann::json::parse(std::ifstream(deepseek_v3_dir() / "tokenizer.json"));
   const GgufValue& tokens = g.kv.at("tokenizer.ggml.tokens");
   const GgufValue& types = g.kv.at("tokenizer.ggml.token_type");
   EXPECT_EQ(tokens.type, kArray);

@@ -140,24 +140,56 @@ class GgufParser {
     std::string s;
     bool is_int = true, is_str = false;
     switch (type) {
-      case 0: i = raw<uint8_t>(); break;
-      case 1: i = raw<int8_t>(); break;
-      case 2: i = raw<uint16_t>(); break;
-      case 3: i = raw<int16_t>(); break;
-      case 4: i = raw<uint32_t>(); break;
-      case 5: i = raw<int32_t>(); break;
-      case 6: f = raw<float>(); is_int = false; break;
-      case 7: i = raw<uint8_t>(); break;
-      case 8: s = str(); is_int = false; is_str = true; break;
-      case 10: i = static_cast<int64_t>(raw<uint64_t>()); break;
-      case 11: i = raw<int64_t>(); break;
-      case 12: f = raw<double>(); is_int = false; break;
-      default: throw std::runtime_error("bad value type " + std::to_string(type));
+      case 0:
+        i = raw<uint8_t>();
+        break;
+      case 1:
+        i = raw<int8_t>();
+        break;
+      case 2:
+        i = raw<uint16_t>();
+        break;
+      case 3:
+        i = raw<int16_t>();
+        break;
+      case 4:
+        i = raw<uint32_t>();
+        break;
+      case 5:
+        i = raw<int32_t>();
+        break;
+      case 6:
+        f = raw<float>();
+        is_int = false;
+        break;
+      case 7:
+        i = raw<uint8_t>();
+        break;
+      case 8:
+        s = str();
+        is_int = false;
+        is_str = true;
+        break;
+      case 10:
+        i = static_cast<int64_t>(raw<uint64_t>());
+        break;
+      case 11:
+        i = raw<int64_t>();
+        break;
+      case 12:
+        f = raw<double>();
+        is_int = false;
+        break;
+      default:
+        throw std::runtime_error("bad value type " + std::to_string(type));
     }
     if (array) {
-      if (is_str) v.strings.push_back(s);
-      else if (is_int) v.ints.push_back(i);
-      else v.floats.push_back(f);
+      if (is_str)
+        v.strings.push_back(s);
+      else if (is_int)
+        v.ints.push_back(i);
+      else
+        v.floats.push_back(f);
     } else {
       v.i = i;
       v.f = f;

@@ -48,8 +48,8 @@ class FileWriter {
   std::string path_;
   std::vector<TensorInfo> tensors_;
   std::unique_ptr<std::FILE, FileCloser> file_;
-  size_t next_ = 0;         // the tensor being written
-  uint64_t written_ = 0;    // bytes of it written so far
+  size_t next_ = 0;       // the tensor being written
+  uint64_t written_ = 0;  // bytes of it written so far
 };
 
 }  // namespace handoff::gguf

@@ -10,7 +10,8 @@ namespace {
 constexpr uint32_t kGatingSigmoid = 2;
 
 uint32_t u32(int64_t v, const char* field) {
-  if (v < 0 || v > int64_t{UINT32_MAX}) fail_input("export-gguf: {} = {} does not fit uint32", field, v);
+  if (v < 0 || v > int64_t{UINT32_MAX})
+    fail_input("export-gguf: {} = {} does not fit uint32", field, v);
   return static_cast<uint32_t>(v);
 }
 }  // namespace
@@ -53,7 +54,8 @@ void add_model_metadata(Metadata& md, const model::ModelConfig& c, const std::st
   md.add_u32(a + "expert_group_used_count", u32(c.topk_group, "topk_group"));
   md.add_u32(a + "expert_gating_func", kGatingSigmoid);
   md.add_u32("general.file_type", file_type);
-  md.add_u32(a + "leading_dense_block_count", u32(c.first_k_dense_replace, "first_k_dense_replace"));
+  md.add_u32(a + "leading_dense_block_count",
+             u32(c.first_k_dense_replace, "first_k_dense_replace"));
   md.add_u32(a + "vocab_size", u32(c.vocab_size, "vocab_size"));
   if (c.q_lora_rank > 0) md.add_u32(a + "attention.q_lora_rank", u32(c.q_lora_rank, "q_lora_rank"));
   md.add_u32(a + "attention.kv_lora_rank", u32(c.kv_lora_rank, "kv_lora_rank"));
@@ -62,7 +64,8 @@ void add_model_metadata(Metadata& md, const model::ModelConfig& c, const std::st
   md.add_u32(a + "attention.value_length", u32(c.kv_lora_rank, "kv_lora_rank"));
   md.add_u32(a + "attention.key_length_mla", u32(c.qk_head_dim(), "qk_head_dim"));
   md.add_u32(a + "attention.value_length_mla", u32(c.v_head_dim, "v_head_dim"));
-  md.add_u32(a + "expert_feed_forward_length", u32(c.moe_intermediate_size, "moe_intermediate_size"));
+  md.add_u32(a + "expert_feed_forward_length",
+             u32(c.moe_intermediate_size, "moe_intermediate_size"));
   md.add_u32(a + "expert_shared_count", u32(c.n_shared_experts, "n_shared_experts"));
   md.add_f32(a + "expert_weights_scale", static_cast<float>(c.routed_scaling_factor));
   if (c.norm_topk_prob) md.add_bool(a + "expert_weights_norm", true);

@@ -83,9 +83,10 @@ std::string gguf_architecture(model::Family family) {
     case model::Family::kGlmMoeDsa:
       break;
   }
-  fail_input("export-gguf: family '{}' has no GGUF export (supported: deepseek_v3 -> deepseek2, "
-             "deepseek_v32 -> deepseek32)",
-             model::family_name(family));
+  fail_input(
+      "export-gguf: family '{}' has no GGUF export (supported: deepseek_v3 -> deepseek2, "
+      "deepseek_v32 -> deepseek32)",
+      model::family_name(family));
 }
 
 std::vector<PlannedTensor> plan_tensors(const model::ModelConfig& c, TensorType main_type) {
@@ -110,7 +111,8 @@ std::vector<PlannedTensor> plan_tensors(const model::ModelConfig& c, TensorType 
       t.source = Source::kStackExperts;
       t.source_shape = s.shape;
       for (int64_t e = 0; e < c.n_routed_experts; ++e)
-        t.sources.push_back(fmt::format("model.layers.{}.mlp.experts.{}.{}.weight", s.layer, e, proj));
+        t.sources.push_back(
+            fmt::format("model.layers.{}.mlp.experts.{}.{}.weight", s.layer, e, proj));
       plan.push_back(std::move(t));
       continue;
     }

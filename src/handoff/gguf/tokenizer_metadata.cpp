@@ -41,7 +41,8 @@ std::string read_text(const fs::path& path) {
 const char* const kDeepseekV3Splits[] = {
     "\\p{N}{1,3}",
     "[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+",
-    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
+    "[!\"#$%&'()*+,\\-./"
+    ":;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+|"
     " ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+",
 };
 
@@ -96,10 +97,11 @@ TokenizerSummary add_tokenizer_metadata(Metadata& md, const std::string& model_d
     fail_input("{}: model.type '{}' is not BPE (only byte-level BPE tokenizers are exported)",
                where, model.value("type", ""));
   if (!is_deepseek_v3_pre(tok.value("pre_tokenizer", json())))
-    fail_input("{}: pre_tokenizer is not DeepSeek-V3's; llama.cpp selects pre-tokenizers by name "
-               "and export-gguf knows only 'deepseek-v3' (remove tokenizer.json to export with "
-               "tokenizer 'none')",
-               where);
+    fail_input(
+        "{}: pre_tokenizer is not DeepSeek-V3's; llama.cpp selects pre-tokenizers by name "
+        "and export-gguf knows only 'deepseek-v3' (remove tokenizer.json to export with "
+        "tokenizer 'none')",
+        where);
   if (!model.contains("vocab") || !model["vocab"].is_object())
     fail_input("{}: model.vocab is missing", where);
 
