@@ -6,6 +6,7 @@
 #   MODE=speed bench/peer_compare.sh      # only the speed table
 #   MODE=check bench/peer_compare.sh      # only the logits cross-check
 #   ROUNDS=5 WEIGHTS="bf16 q8_0" MODEL=/path/to/checkpoint bench/peer_compare.sh
+#   MODE=table OUT=DIR MODEL=... bench/peer_compare.sh   # re-print the table of a run in DIR
 #
 # Steps:
 #  1. llama.cpp: the source bundled in the npm package node-llama-cpp (NODE_LLAMA_CPP, fetched
@@ -104,18 +105,22 @@ export_gguf() {
 median() { sort -g | awk '{v[NR] = $1} END {if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; else print "NA"}'; }
 
 # ---- 2. speed ----
+gguf_paths() {  # the exported files of MODEL, by weight type
+  local name
+  name=$(basename "$(cd "$MODEL" && pwd)")
+  declare -gA GGUF
+  GGUF[bf16]=$PEER/models/$name-bf16.gguf
+  GGUF[f32]=$PEER/models/$name-f32.gguf
+  GGUF[q8_0]=$PEER/models/$name-q8_0.gguf
+}
+
 run_speed() {
   if [[ ! -f $MODEL/config.json ]]; then
     log "making $MODEL (bench-moe, deepseek_v3, bf16, seed 1)"
     "$HANDOFF" make-model --family deepseek_v3 --preset bench-moe --seed 1 --dtype bf16 \
       --out "$MODEL" >> "$OUT/log.txt"
   fi
-  local name g
-  name=$(basename "$(cd "$MODEL" && pwd)")
-  declare -gA GGUF
-  GGUF[bf16]=$PEER/models/$name-bf16.gguf
-  GGUF[f32]=$PEER/models/$name-f32.gguf
-  GGUF[q8_0]=$PEER/models/$name-q8_0.gguf
+  gguf_paths
   export_gguf "$MODEL" "${GGUF[bf16]}" --dtype bf16
   if [[ " $WEIGHTS " == *" f32 "* || " $WEIGHTS " == *" q8_0 "* ]]; then
     export_gguf "$MODEL" "${GGUF[f32]}" --dtype f32
@@ -171,14 +176,22 @@ EOF
       done
     done
   done
-  local bw1 bw2
+  speed_table
+}
+
+# The table from OUT's runs.tsv and bandwidth.tsv (MODE=table re-prints it, e.g. for a run
+# that was stopped after some rounds).
+speed_table() {
+  gguf_paths
+  local bw1 bw2 rounds
+  rounds=$(awk -F'\t' 'NR > 1 {print $1}' "$OUT/runs.tsv" | sort -u | wc -l)
   bw1=$(awk -F'\t' 'NR > 1 && $2 == 1 {print $3}' "$OUT/bandwidth.tsv" | median)
   bw2=$(awk -F'\t' 'NR > 1 && $2 == 2 {print $3}' "$OUT/bandwidth.tsv" | median)
   {
     echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores;" \
-      "stream read (median of $ROUNDS): 1 thread $bw1 GB/s, 2 threads $bw2 GB/s"
+      "stream read (median of $rounds rounds): 1 thread $bw1 GB/s, 2 threads $bw2 GB/s"
     echo "model: $MODEL; $THREADS threads, batch 1, prefill $PROMPT_LEN, decode $DECODE;" \
-      "medians of $ROUNDS interleaved rounds; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+      "medians of $rounds interleaved rounds; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo
     python3 - "$OUT/runs.tsv" "$bw2" "${GGUF[bf16]}" "${GGUF[f32]}" "${GGUF[q8_0]}" << 'EOF'
 import csv, os, statistics, struct, sys
@@ -342,6 +355,10 @@ EOF
   return $((fails > 0))
 }
 
+if [[ $MODE == table ]]; then
+  speed_table
+  exit 0
+fi
 {
   echo "peer_compare: $(date -u +%FT%TZ), handoff $(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo '?')"
   echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
