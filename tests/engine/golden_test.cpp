@@ -8,6 +8,9 @@
 
 #include "golden_support.h"
 #include "handoff/engine/sampler.h"
+#include "handoff/error.h"
+#include "handoff/model/checkpoint.h"
+#include "handoff/tensor/fp8_blocks.h"
 
 namespace handoff::testing {
 namespace {
@@ -237,6 +240,67 @@ TEST(GoldenBf16, AllCasesAgreeLoosely) {
   EXPECT_GE(static_cast<double>(a.margin_agree), 0.95 * static_cast<double>(a.margin_steps));
   EXPECT_GE(a.topk_mean(), 0.9);
   EXPECT_GE(a.expert_mean(), 0.9);
+}
+
+// The FP8 checkpoint's matrices stay FP8 (1 byte per weight + block scales) at either dtype, so
+// GoldenF32 on dsv32_fp8_blocks runs the FP8 kernels; a bf16-stored case does not turn FP8.
+TEST(GoldenFp8, StoredFp8MatricesStayFp8) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    EXPECT_TRUE(load("dsv32_fp8_blocks", dtype)->fp8_weights()) << tensor::dtype_name(dtype);
+    EXPECT_FALSE(load("dsv32_small_bf16", dtype)->fp8_weights()) << tensor::dtype_name(dtype);
+  }
+}
+
+// --quantize fp8 on the bf16-stored case against exact f32 math on the same weights quantised and
+// dequantised (a copy of the checkpoint holding them in f32): the same indexer and expert
+// choices and logits within 1e-4 at f32, so the FP8 path adds nothing beyond e4m3 rounding. That
+// rounding (3 mantissa bits) moves these golden models, built so that small changes flip top-k
+// choices, far more than bf16 does; the agreement with the reference is printed (see
+// docs/performance.md) and is the same for both.
+TEST(GoldenFp8, QuantizeAtLoadEqualsExactMathOnDequantisedWeights) {
+  const std::string name = "dsv32_small_bf16";
+  const std::set<std::string> matrices =
+      model::Checkpoint::fp8_quantisable(model::load_config(golden_dir(name) + "/config.json"));
+  const auto dir = write_golden_variant(
+      name, "fp8_dequantised", [](nlohmann::json&) {},
+      [&](const std::string& tensor_name, const tensor::Tensor& t) {
+        if (matrices.count(tensor_name) == 0) return std::optional<tensor::Tensor>(t);
+        return std::optional<tensor::Tensor>(tensor::quantize_fp8_blocks(t).dequantize());
+      });
+  model::LoadOptions exact;
+  exact.dtype = DType::kF32;
+  auto dequantised = model::Model::load(dir.string(), exact);
+  EXPECT_FALSE(dequantised->fp8_weights());
+  model::LoadOptions quantize = exact;
+  quantize.quantize_fp8 = true;
+  auto fp8 = model::Model::load(golden_dir(name), quantize);
+  EXPECT_TRUE(fp8->fp8_weights());
+  Bf16Agreement with_exact, with_fp8;
+  add_bf16_agreement(name, *dequantised, with_exact);
+  add_bf16_agreement(name, *fp8, with_fp8);
+  print("exact math, fp8-dequantised weights", with_exact);
+  print("--quantize fp8 at f32", with_fp8);
+  EXPECT_EQ(with_exact.margin_agree, with_fp8.margin_agree);
+  for (const auto& gp : golden(name)["prompts"]) {
+    const auto a = run_teacher_forced(*dequantised, gp);
+    const auto b = run_teacher_forced(*fp8, gp);
+    EXPECT_EQ(a.indexer_topk_prefill, b.indexer_topk_prefill);
+    EXPECT_EQ(a.indexer_topk_decode, b.indexer_topk_decode);
+    EXPECT_EQ(a.experts_prefill, b.experts_prefill);
+    EXPECT_EQ(a.generated, b.generated);
+    nlohmann::json b_prefill = b.prefill_logits, b_decode = b.decode_logits;
+    EXPECT_LE(max_abs_diff(a.prefill_logits, b_prefill), 1e-4);
+    EXPECT_LE(max_abs_diff(a.decode_logits, b_decode), 1e-4);
+  }
+  std::filesystem::remove_all(dir);
+  // At bf16 the same quantised model, for the record.
+  model::LoadOptions bf16 = quantize;
+  bf16.dtype = DType::kBF16;
+  Bf16Agreement with_bf16;
+  add_bf16_agreement(name, *model::Model::load(golden_dir(name), bf16), with_bf16);
+  print("--quantize fp8 at bf16", with_bf16);
+  EXPECT_GT(with_bf16.margin_steps, 0);
+  EXPECT_THROW(model::Model::load(golden_dir("dsv32_fp8_blocks"), quantize), InputError);
 }
 
 // A copy of golden case `name` whose matmul weights are stored rounded to bf16: exactly the

@@ -190,7 +190,7 @@ TEST(OpsLinear, StackedPartsEqualTheirConcatenation) {
       EXPECT_EQ(y1, y2) << "m=" << m << " dtype=" << tensor::dtype_name(dtype);
     }
   }
-  EXPECT_THROW(LinearWeight(std::vector<Tensor>{Tensor::zeros({2, 3}, DType::kF32),
+  EXPECT_THROW(LinearWeight(std::vector<LinearSource>{Tensor::zeros({2, 3}, DType::kF32),
                                                 Tensor::zeros({2, 4}, DType::kF32)},
                             DType::kF32),
                Error);

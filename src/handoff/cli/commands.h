@@ -12,5 +12,6 @@ void add_render_chat_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_export_gguf_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 
 }  // namespace handoff::cli

@@ -17,6 +17,7 @@
 
 #include "handoff/cli/commands.h"
 #include "handoff/cli/engine_flags.h"
+#include "handoff/cli/quantize_flag.h"
 #include "handoff/cli/flag_checks.h"
 #include "handoff/cli/log_flags.h"
 #include "handoff/cli/parallel_flags.h"
@@ -51,6 +52,7 @@ struct GenerateArgs {
   std::string force_tokens;
   std::string dump;
   std::string dtype = "bf16";
+  std::string quantize;  // empty or "fp8"
   CacheDtypeFlags cache_dtypes;
   int64_t max_new_tokens = 16;
   int64_t prefill_chunk = 512;  // as serve's --max-num-batched-tokens
@@ -183,6 +185,7 @@ void run_generate(const GenerateArgs& args) {
     model::LoadOptions check;
     check.dtype = tensor::parse_dtype(args.dtype);
     apply_cache_dtype_flags(args.cache_dtypes, config, check);
+    apply_quantize_flag(args.quantize, config, check);
   }
   for (size_t i = 0; i < prompts.size(); ++i)
     for (int32_t id : prompts[i])
@@ -231,6 +234,7 @@ void run_generate(const GenerateArgs& args) {
         load.comm = &comm;
         load.check_weights = !args.no_check_weights;
         apply_cache_dtype_flags(args.cache_dtypes, config, load);
+        apply_quantize_flag(args.quantize, config, load);
         auto model = model::Model::load(args.model_dir, load);
         engine::Generator generator(*model, max_context, 16, args.prefill_chunk);
         log::info("rank {}: {}", comm.topology().rank, generator.cache().summary());
@@ -340,6 +344,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "Sampling seed");
   cmd->add_option("--dtype", args->dtype, "Weight dtype: bf16 (default) or f32")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  add_quantize_flag(*cmd, args->quantize);
   add_cache_dtype_flags(*cmd, args->cache_dtypes);
   cmd->add_option("--force-tokens", args->force_tokens,
                   "JSON list (per prompt) of tokens to feed at each decode step");

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   handoff::cli::add_serve_command(app);
   handoff::cli::add_bench_command(app);
   handoff::cli::add_export_gguf_command(app);
+  handoff::cli::add_quantize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

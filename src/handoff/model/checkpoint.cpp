@@ -9,7 +9,7 @@
 
 #include "handoff/error.h"
 #include "handoff/log.h"
-#include "handoff/tensor/thread_pool.h"
+#include "handoff/model/checkpoint_layout.h"
 
 namespace handoff::model {
 namespace {
@@ -59,9 +59,17 @@ bool is_float_dtype(tensor::DType d) {
 
 }  // namespace
 
-Checkpoint Checkpoint::open(const std::string& dir, const ModelConfig& config) {
+std::set<std::string> Checkpoint::fp8_quantisable(const ModelConfig& config) {
+  std::set<std::string> out;
+  for (const TensorSpec& t : checkpoint_tensors(config))
+    if (t.kind == TensorKind::kMatrix && t.name != "lm_head.weight") out.insert(t.name);
+  return out;
+}
+
+Checkpoint Checkpoint::open(const std::string& dir, const ModelConfig& config, bool quantize_fp8) {
   Checkpoint ck;
   ck.dir_ = dir;
+  ck.quantize_fp8_ = quantize_fp8;
   if (config.weight_block_rows > 0) ck.block_rows_ = config.weight_block_rows;
   if (config.weight_block_cols > 0) ck.block_cols_ = config.weight_block_cols;
   if (!fs::is_directory(dir)) fail_input("{}: checkpoint folder does not exist", dir);
@@ -101,6 +109,17 @@ Checkpoint Checkpoint::open(const std::string& dir, const ModelConfig& config) {
     const int64_t layer = layer_of(name);
     if (layer >= config.num_hidden_layers) mtp_layers.insert(layer);
   }
+  if (quantize_fp8) {
+    for (const auto& [name, file] : ck.index_)
+      if (file->entries().at(name).dtype == tensor::DType::kF8E4M3)
+        fail_input(
+            "--quantize fp8: {} is already an FP8 checkpoint (tensor '{}' is F8_E4M3); load it "
+            "without --quantize",
+            dir, name);
+    // Quantised on the published grid (128 x 128) whatever the config says.
+    ck.block_rows_ = ck.block_cols_ = kDefaultBlock;
+    ck.quantisable_ = fp8_quantisable(config);
+  }
   if (!mtp_layers.empty())
     log::info(
         "{}: skipping {} MTP layer(s) starting at layer {} (multi-token prediction is not "
@@ -115,6 +134,12 @@ tensor::DType Checkpoint::stored_dtype(const std::string& name) const {
   const auto it = index_.find(name);
   if (it == index_.end()) fail_input("{}: checkpoint has no tensor {}", dir_, name);
   return it->second->entries().at(name).dtype;
+}
+
+const tensor::Shape& Checkpoint::stored_shape(const std::string& name) const {
+  const auto it = index_.find(name);
+  if (it == index_.end()) fail_input("{}: checkpoint has no tensor {}", dir_, name);
+  return it->second->entries().at(name).shape;
 }
 
 const std::string& Checkpoint::path_of(const std::string& name) const {
@@ -166,10 +191,39 @@ tensor::Tensor Checkpoint::load(const std::string& name, const tensor::Shape& ex
         file.path(), name, tensor::dtype_name(entry.dtype));
   if (!is_float_dtype(dtype) || dtype == tensor::DType::kF8E4M3)
     fail("Checkpoint::load('{}'): unsupported target dtype {}", name, tensor::dtype_name(dtype));
+  if (is_fp8(name)) {
+    const tensor::Tensor w = load_fp8(name, expected).dequantize();
+    return dtype == tensor::DType::kF32 ? w : w.to(dtype);
+  }
   const tensor::Tensor raw = file.get(name);
+  if (entry.dtype == dtype) return raw;  // zero-copy view of the mapping
+  return raw.to(dtype);
+}
+
+bool Checkpoint::is_fp8(const std::string& name) const {
+  const auto it = index_.find(name);
+  if (it == index_.end()) return false;
+  return it->second->entries().at(name).dtype == tensor::DType::kF8E4M3 ||
+         quantisable_.count(name) != 0;
+}
+
+tensor::Fp8Blocks Checkpoint::load_fp8(const std::string& name,
+                                       const tensor::Shape& expected) const {
+  auto it = index_.find(name);
+  if (it == index_.end()) fail_input("{}: tensor '{}' is missing from the checkpoint", dir_, name);
+  const SafetensorsFile& file = *it->second;
+  const TensorEntry& entry = file.entries().at(name);
+  if (entry.shape != expected)
+    fail_input("{}: tensor '{}' has shape {}, expected {}", file.path(), name,
+               tensor::shape_str(entry.shape), tensor::shape_str(expected));
   if (entry.dtype != tensor::DType::kF8E4M3) {
-    if (entry.dtype == dtype) return raw;  // zero-copy view of the mapping
-    return raw.to(dtype);
+    if (quantisable_.count(name) == 0)
+      fail("Checkpoint::load_fp8('{}'): the tensor is {}, not FP8", name,
+           tensor::dtype_name(entry.dtype));
+    if (!is_float_dtype(entry.dtype))
+      fail_input("{}: tensor '{}' has dtype {}; a float weight is required", file.path(), name,
+                 tensor::dtype_name(entry.dtype));
+    return tensor::quantize_fp8_blocks(file.get(name), block_rows_, block_cols_);
   }
 
   // FP8 block quantisation: W = fp8 · scale_inv[i / br, j / bc] (scale_inv is a multiplier).
@@ -195,28 +249,24 @@ tensor::Tensor Checkpoint::load(const std::string& name, const tensor::Shape& ex
   if (!is_float_dtype(sentry.dtype) || sentry.dtype == tensor::DType::kF8E4M3)
     fail_input("{}: tensor '{}' has dtype {}; F32 block scales are required", sfile.path(),
                scale_name, tensor::dtype_name(sentry.dtype));
-  const tensor::Tensor scale = sfile.get(scale_name).to(tensor::DType::kF32);
-  const float* s = scale.data<float>();
-  const uint8_t* q = raw.data<uint8_t>();
-  tensor::Tensor w = tensor::Tensor::empty(entry.shape, tensor::DType::kF32);
-  float* out = w.data<float>();
-  const int64_t grid_cols = grid[1];
-  tensor::parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* srow = s + (r / br) * grid_cols;
-      for (int64_t c = 0; c < cols; ++c)
-        out[r * cols + c] = tensor::f8e4m3_to_f32(q[r * cols + c]) * srow[c / bc];
-    }
-  });
-  if (dtype == tensor::DType::kF32) return w;
-  return w.to(dtype);
+  tensor::Fp8Blocks out;
+  out.values = file.get(name);
+  out.scales = sfile.get(scale_name);
+  if (sentry.dtype != tensor::DType::kF32) out.scales = out.scales.to(tensor::DType::kF32);
+  out.block_rows = br;
+  out.block_cols = bc;
+  return out;
 }
 
 tensor::Tensor Checkpoint::load_slice(const std::string& name, const tensor::Shape& expected,
                                       tensor::DType dtype, int64_t dim, int64_t begin,
                                       int64_t end) const {
   const tensor::DType stored = stored_dtype(name);
-  if (stored == tensor::DType::kF8E4M3) return load(name, expected, dtype).slice(dim, begin, end);
+  if (is_fp8(name)) {
+    // Only the slice is dequantised, on the whole tensor's block grid.
+    const tensor::Tensor w = load_fp8(name, expected).slice(dim, begin, end).dequantize();
+    return dtype == tensor::DType::kF32 ? w : w.to(dtype);
+  }
   // Validated as a whole, viewed on the mapping, converted only where this rank reads.
   const tensor::Tensor part = load(name, expected, stored).slice(dim, begin, end);
   return stored == dtype ? part : part.to(dtype);

@@ -34,7 +34,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   m->dtype_ = options.dtype;
   m->latent_cache_dtype_ = options.latent_cache_dtype;
   m->index_cache_dtype_ = options.index_cache_dtype;
-  const Checkpoint checkpoint = Checkpoint::open(dir, c);
+  const Checkpoint checkpoint = Checkpoint::open(dir, c, options.quantize_fp8);
   // One progress line for a one-rank load; ranks of a parallel run each load a part.
   std::optional<LoadProgress> progress;
   if (tp * options.parallel.pp == 1) progress.emplace("loading weights", checkpoint.total_bytes());
@@ -79,11 +79,15 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   if (progress) progress->finish();
   // What this rank holds: its linear weights (its heads, experts, FFN and vocab slices of its
   // stage's layers) and its embedding rows; norms and biases are a few KiB.
+  m->fp8_weights_ = weights.holds_fp8();
   const size_t held = weights.linear_bytes() + (m->embed_.defined() ? m->embed_.nbytes() : 0);
   log::info(
-      "loaded {} ({} layers, {}) from {} in {:.2f} s; stage {} layers [{}, {}), tp rank {} of {}; "
-      "rank {} holds {:.1f} MiB of weights",
-      family_name(c.family), c.num_hidden_layers, tensor::dtype_name(options.dtype), dir,
+      "loaded {} ({} layers, {}{}) from {} in {:.2f} s; stage {} layers [{}, {}), tp rank {} of "
+      "{}; rank {} holds {:.1f} MiB of weights",
+      family_name(c.family), c.num_hidden_layers, tensor::dtype_name(options.dtype),
+      m->fp8_weights_ ? options.quantize_fp8 ? ", matrices quantised to fp8" : ", fp8 matrices"
+                      : "",
+      dir,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), m->stage_,
       stage.first_layer, stage.end_layer, m->tp_rank_, tp, m->world_rank(),
       static_cast<double>(held) / (1 << 20));
@@ -93,17 +97,23 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
 size_t Model::active_weight_bytes_per_token() const {
   const ModelConfig& c = config_;
   const size_t elem = tensor::dtype_size(dtype_);
-  auto mat = [&](int64_t r, int64_t k) { return static_cast<size_t>(r * k) * elem; };
+  // FP8 matrices: 1 byte per weight and an f32 scale per row and 128 columns (as packed).
+  auto mat = [&](int64_t r, int64_t k) {
+    if (fp8_weights_) return static_cast<size_t>(r * k + r * ((k + 127) / 128) * 4);
+    return static_cast<size_t>(r * k) * elem;
+  };
+  auto dense = [&](int64_t r, int64_t k) { return static_cast<size_t>(r * k) * elem; };
   const int64_t h = c.num_attention_heads;
+  // kv_b is absorbed per head into dense weights at load, whatever the checkpoint stores.
   size_t attn = mat(c.q_lora_rank, c.hidden_size) + mat(h * c.qk_head_dim(), c.q_lora_rank) +
                 mat(c.kv_lora_rank + c.qk_rope_head_dim, c.hidden_size) +
-                mat(h * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank) +
+                dense(h * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank) +
                 mat(c.hidden_size, h * c.v_head_dim);
   if (c.has_indexer)
     attn += mat(c.index_n_heads * c.index_head_dim, c.q_lora_rank) +
             mat(c.index_head_dim, c.hidden_size) +
             static_cast<size_t>(c.index_n_heads * c.hidden_size) * 4;
-  size_t total = mat(c.vocab_size, c.hidden_size);
+  size_t total = dense(c.vocab_size, c.hidden_size);  // lm_head: never FP8 here
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     total += attn;
     if (c.is_moe_layer(l)) {

@@ -31,6 +31,9 @@ struct LoadOptions {
   // Storage of the cache rows (f32 or bf16): the latent c_kv + k_pe, and the indexer's key.
   tensor::DType latent_cache_dtype = tensor::DType::kF32;
   tensor::DType index_cache_dtype = tensor::DType::kF32;
+  // --quantize fp8: quantise the matrices a published FP8 checkpoint has in FP8 (128 x 128
+  // blocks) while loading a bf16/f32 checkpoint; InputError if it is already FP8.
+  bool quantize_fp8 = false;
 };
 
 class Model {
@@ -40,6 +43,8 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const parallel::Plan& plan() const { return plan_; }
   tensor::DType dtype() const { return dtype_; }
+  // Whether the attention / MLP / expert matrices are held in FP8 (stored so, or --quantize).
+  bool fp8_weights() const { return fp8_weights_; }
   comm::Communicator* comm() const { return comm_; }
   int stage() const { return stage_; }
   // This rank's world rank (0 for a model of one rank).
@@ -85,6 +90,7 @@ class Model {
   int stage_ = 0;
   int tp_rank_ = 0;
   tensor::DType dtype_ = tensor::DType::kBF16;
+  bool fp8_weights_ = false;
   tensor::DType latent_cache_dtype_ = tensor::DType::kF32, index_cache_dtype_ = tensor::DType::kF32;
   int64_t vocab_begin_ = 0, vocab_end_ = 0;  // this rank's rows of embedding and lm_head
   tensor::Tensor embed_;

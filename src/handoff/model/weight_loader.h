@@ -1,8 +1,10 @@
 #pragma once
 // Turns checkpoint tensors into module weights: linear weights repacked for the kernels in the
-// compute dtype, everything else (norms, router, biases) in f32.
+// compute dtype, or kept FP8 (1 byte per weight + block scales) when the checkpoint stores them
+// so or --quantize fp8 asked for it; everything else (norms, router, biases) in f32.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,23 +36,32 @@ class WeightLoader {
   const Checkpoint& checkpoint() const { return checkpoint_; }
 
   ops::LinearWeight linear(const std::string& name, const tensor::Shape& shape) const {
+    if (checkpoint_.is_fp8(name)) return make_linear(fp8(name, shape));
     return make_linear(load(name, shape, pack_source_dtype(name)), dtype_);
   }
   // Always f32, whatever the compute dtype (the router runs in fp32, MODEL_SPEC §3).
   ops::LinearWeight linear_f32(const std::string& name, const tensor::Shape& shape) const {
     return make_linear(load(name, shape, tensor::DType::kF32), tensor::DType::kF32);
   }
-  // Every linear weight of the model is built here, so they all share the run's options.
-  ops::LinearWeight make_linear(const tensor::Tensor& w, tensor::DType dtype) const {
+  // Every linear weight of the model is built here, so they all share the run's options. FP8
+  // sources stay FP8 unless `dtype` is given.
+  ops::LinearWeight make_linear(const ops::LinearSource& w, tensor::DType dtype) const {
     return held(ops::LinearWeight(w, dtype, options_.row_independent));
   }
-  ops::LinearWeight make_linear(const tensor::Tensor& w) const { return make_linear(w, dtype_); }
-  // Row-stacked parts packed as one weight (e.g. a fused gate/up projection).
-  ops::LinearWeight make_linear(const std::vector<tensor::Tensor>& parts) const {
-    return held(ops::LinearWeight(parts, dtype_, options_.row_independent));
+  ops::LinearWeight make_linear(const ops::LinearSource& w) const {
+    return make_linear(w, w.is_fp8() ? tensor::DType::kF8E4M3 : dtype_);
+  }
+  // Row-stacked parts packed as one weight (e.g. a fused gate/up projection): FP8 when all are.
+  ops::LinearWeight make_linear(const std::vector<ops::LinearSource>& parts) const {
+    const bool all_fp8 = std::all_of(parts.begin(), parts.end(),
+                                     [](const ops::LinearSource& p) { return p.is_fp8(); });
+    return held(ops::LinearWeight(parts, all_fp8 ? tensor::DType::kF8E4M3 : dtype_,
+                                  options_.row_independent));
   }
   // Bytes of the linear weights built so far: what this rank holds of the model's matrices.
   size_t linear_bytes() const { return linear_bytes_; }
+  // Whether any of them is held in FP8.
+  bool holds_fp8() const { return holds_fp8_; }
   tensor::Tensor f32(const std::string& name, const tensor::Shape& shape) const {
     return load(name, shape, tensor::DType::kF32);
   }
@@ -60,10 +71,22 @@ class WeightLoader {
   }
   // Rows [begin, end) along `dim` of a tensor whose rest belongs to other ranks: only the slice
   // is converted and scanned, so a rank reads no more of the tensor than its part.
-  // What it returns is packed by make_linear.
-  tensor::Tensor matrix_slice(const std::string& name, const tensor::Shape& shape, int64_t dim,
-                              int64_t begin, int64_t end) const {
+  // What it returns is packed by make_linear; an FP8 matrix stays FP8 (its slice keeps the whole
+  // tensor's blocks).
+  ops::LinearSource matrix_slice(const std::string& name, const tensor::Shape& shape, int64_t dim,
+                                 int64_t begin, int64_t end) const {
+    if (checkpoint_.is_fp8(name)) return fp8(name, shape).slice(dim, begin, end);
     return load_slice(name, shape, pack_source_dtype(name), dim, begin, end);
+  }
+  // FP8 matrix `name` whole (Checkpoint::load_fp8), its values and scales scanned.
+  tensor::Fp8Blocks fp8(const std::string& name, const tensor::Shape& shape) const {
+    tensor::Fp8Blocks b = checkpoint_.load_fp8(name, shape);
+    if (options_.check_finite) {
+      require_finite(name, b.values);
+      require_finite(name + "_scale_inv", b.scales);
+    }
+    if (options_.progress != nullptr) options_.progress->advance(checkpoint_.stored_bytes(name));
+    return b;
   }
   tensor::Tensor f32_slice(const std::string& name, const tensor::Shape& shape, int64_t dim,
                            int64_t begin, int64_t end) const {
@@ -103,6 +126,7 @@ class WeightLoader {
   }
   ops::LinearWeight held(ops::LinearWeight w) const {
     linear_bytes_ += w.weight_bytes();
+    holds_fp8_ = holds_fp8_ || w.dtype() == tensor::DType::kF8E4M3;
     return w;
   }
   void require_finite(const std::string& name, const tensor::Tensor& t,
@@ -124,6 +148,7 @@ class WeightLoader {
   tensor::DType dtype_;
   WeightLoaderOptions options_;
   mutable size_t linear_bytes_ = 0;
+  mutable bool holds_fp8_ = false;
 };
 
 }  // namespace handoff::model

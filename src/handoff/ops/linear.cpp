@@ -96,6 +96,67 @@ void gather_row_f32(const tensor::Tensor& w, int64_t r, float* out) {
 
 }  // namespace
 
+LinearSource::LinearSource(tensor::Tensor dense) : dense_(std::move(dense)) {
+  if (dense_.dim() != 2)
+    fail("LinearWeight: weight must be 2-d, got {}", tensor::shape_str(dense_.shape()));
+  if (dense_.dtype() == DType::kF8E4M3)
+    fail("LinearWeight: an F8_E4M3 matrix needs its block scales (tensor::Fp8Blocks)");
+}
+
+LinearSource::LinearSource(tensor::Fp8Blocks blocks) : fp8_(true), blocks_(std::move(blocks)) {
+  if (blocks_.values.dim() != 2 || blocks_.values.dtype() != DType::kF8E4M3)
+    fail("LinearWeight: FP8 values must be a 2-d F8_E4M3 tensor, got {} {}",
+         tensor::dtype_name(blocks_.values.dtype()), tensor::shape_str(blocks_.values.shape()));
+  if (blocks_.scales.dim() != 2 || blocks_.scales.dtype() != DType::kF32)
+    fail("LinearWeight: FP8 block scales must be a 2-d F32 tensor");
+  if (blocks_.block_rows <= 0 || blocks_.block_cols <= 0)
+    fail("LinearWeight: FP8 block {}x{} is empty", blocks_.block_rows, blocks_.block_cols);
+}
+
+int64_t LinearSource::rows() const { return fp8_ ? blocks_.rows() : dense_.size(0); }
+int64_t LinearSource::cols() const { return fp8_ ? blocks_.cols() : dense_.size(1); }
+
+LinearSource LinearSource::slice(int64_t d, int64_t begin, int64_t end) const {
+  if (fp8_) return LinearSource(blocks_.slice(d, begin, end));
+  return LinearSource(dense_.slice(d, begin, end));
+}
+
+void LinearSource::row_f32(int64_t r, float* out) const {
+  if (fp8_) {
+    blocks_.dequantize_row(r, out);
+  } else {
+    gather_row_f32(dense_, r, out);
+  }
+}
+
+tensor::Tensor LinearSource::to_f32() const {
+  if (fp8_) return blocks_.dequantize();
+  return dense_.dtype() == DType::kF32 && dense_.is_contiguous() ? dense_ : dense_.to(DType::kF32);
+}
+
+void detail::linear_small_m_fp8_portable(const PackedWeight& w, const float* x, int64_t m,
+                                         float* y, int64_t ldy, int64_t b0, int64_t b1) {
+  const int64_t kp = w.k_pad, nkb = kp / w.k_block;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t row0 = b * kRowBlock;
+    const int64_t valid = std::min<int64_t>(kRowBlock, w.n - row0);
+    for (int64_t i = 0; i < m; ++i) {
+      const float* xi = x + i * kp;
+      float acc[kRowBlock] = {};
+      for (int64_t kb = 0; kb < nkb; ++kb) {
+        float part[kRowBlock] = {};
+        for (int64_t k = kb * w.k_block; k < (kb + 1) * w.k_block; ++k) {
+          const auto* p = static_cast<const uint8_t*>(w.data) + (b * kp + k) * kRowBlock;
+          for (int64_t r = 0; r < kRowBlock; ++r) part[r] += tensor::f8e4m3_to_f32(p[r]) * xi[k];
+        }
+        const float* s = w.scales + (b * nkb + kb) * kRowBlock;
+        for (int64_t r = 0; r < kRowBlock; ++r) acc[r] += part[r] * s[r];
+      }
+      std::memcpy(y + i * ldy + row0, acc, static_cast<size_t>(valid) * sizeof(float));
+    }
+  }
+}
+
 void detail::linear_small_m_portable(const PackedWeight& w, const float* x, int64_t m, float* y,
                                      int64_t ldy, int64_t b0, int64_t b1) {
   const int64_t kp = w.k_pad;
@@ -123,6 +184,7 @@ void detail::linear_small_m_portable(const PackedWeight& w, const float* x, int6
 
 struct LinearWeight::Impl {
   tensor::Tensor packed;  // owns the packed buffer
+  tensor::Tensor scales;  // FP8: owns the per-row block scales
   detail::PackedWeight pw{};
   int64_t k = 0;
 
@@ -172,16 +234,26 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
                                        int64_t ldy) const {
   // The kernels want x dense and zero-padded to k_pad; copying M·K floats is negligible next
   // to streaming N·K weights.
+  // FP8: the columns start k_lead zeros in (the quantisation grid's origin).
   thread_local std::vector<float> xpad;
-  const int64_t kp = pw.k_pad;
+  const int64_t kp = pw.k_pad, lead = pw.k_lead;
   xpad.resize(static_cast<size_t>(m * kp));
   for (int64_t i = 0; i < m; ++i) {
-    std::memcpy(xpad.data() + i * kp, x + i * ldx, static_cast<size_t>(k) * sizeof(float));
-    std::fill(xpad.data() + i * kp + k, xpad.data() + (i + 1) * kp, 0.0f);
+    float* row = xpad.data() + i * kp;
+    std::fill(row, row + lead, 0.0f);
+    std::memcpy(row + lead, x + i * ldx, static_cast<size_t>(k) * sizeof(float));
+    std::fill(row + lead + k, row + kp, 0.0f);
   }
   detail::SmallMKernel kernel = detail::linear_small_m_portable;
-  if (kernel_isa() == Isa::kAvx512) kernel = detail::avx512::linear_small_m;
-  if (kernel_isa() == Isa::kAvx2) kernel = detail::avx2::linear_small_m;
+  if (pw.dtype == DType::kF8E4M3) {
+    // AVX-512 CPUs run the AVX2 body (no AVX-512 FP8 kernel yet).
+    kernel = kernel_isa() >= Isa::kAvx2 ? detail::avx2::linear_small_m_fp8
+                                        : detail::linear_small_m_fp8_portable;
+  } else if (kernel_isa() == Isa::kAvx512) {
+    kernel = detail::avx512::linear_small_m;
+  } else if (kernel_isa() == Isa::kAvx2) {
+    kernel = detail::avx2::linear_small_m;
+  }
   const float* xp = xpad.data();
   const detail::PackedWeight& w = pw;
   // Contiguous runs of 64-row blocks per thread.
@@ -262,29 +334,30 @@ void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int6
   }
 }
 
-LinearWeight::LinearWeight(const tensor::Tensor& w, tensor::DType dtype, bool row_independent)
-    : LinearWeight(std::vector<tensor::Tensor>{w}, dtype, row_independent) {}
+LinearWeight::LinearWeight(const LinearSource& w, tensor::DType dtype, bool row_independent)
+    : LinearWeight(std::vector<LinearSource>{w}, dtype, row_independent) {}
 
-LinearWeight::LinearWeight(const std::vector<tensor::Tensor>& parts, tensor::DType dtype,
+LinearWeight::LinearWeight(const std::vector<LinearSource>& parts, tensor::DType dtype,
                            bool row_independent)
     : row_independent_(row_independent), impl_(std::make_unique<Impl>()) {
-  if (dtype != DType::kF32 && dtype != DType::kBF16)
+  if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF8E4M3)
     fail("LinearWeight: unsupported packed dtype {}", tensor::dtype_name(dtype));
   if (parts.empty()) fail("LinearWeight: no weight given");
   // Row r of W is row r - first_row[i] of parts[i].
   std::vector<int64_t> first_row;
-  for (const tensor::Tensor& w : parts) {
-    if (w.dim() != 2)
-      fail("LinearWeight: weight must be 2-d, got {}", tensor::shape_str(w.shape()));
-    if (w.size(1) != parts[0].size(1))
-      fail("LinearWeight: stacked parts differ in K: {} vs {}", tensor::shape_str(w.shape()),
-           tensor::shape_str(parts[0].shape()));
+  for (const LinearSource& w : parts) {
+    if (w.cols() != parts[0].cols())
+      fail("LinearWeight: stacked parts differ in K: {} vs {}", w.cols(), parts[0].cols());
     first_row.push_back(n_);
-    n_ += w.size(0);
+    n_ += w.rows();
   }
-  k_ = parts[0].size(1);
+  k_ = parts[0].cols();
   dtype_ = dtype;
   if (n_ <= 0 || k_ <= 0) fail("LinearWeight: empty weight [{}, {}]", n_, k_);
+  if (dtype == DType::kF8E4M3) {
+    pack_fp8(parts, first_row);
+    return;
+  }
 
   // bf16 K is padded to 32, not 16: see Impl::prim.
   const int64_t kp = round_up(k_, dtype == DType::kBF16 ? 2 * kKAlign : kKAlign);
@@ -304,8 +377,7 @@ LinearWeight::LinearWeight(const std::vector<tensor::Tensor>& parts, tensor::DTy
         std::fill(row.begin() + (n < n_ ? k_ : 0), row.end(), 0.0f);
         if (n < n_) {
           const auto part = std::upper_bound(first_row.begin(), first_row.end(), n) - 1;
-          gather_row_f32(parts[static_cast<size_t>(part - first_row.begin())], n - *part,
-                         row.data());
+          parts[static_cast<size_t>(part - first_row.begin())].row_f32(n - *part, row.data());
         }
         for (int64_t c = 0; c < kp; ++c) {
           if (dtype == DType::kBF16) {
@@ -322,18 +394,76 @@ LinearWeight::LinearWeight(const std::vector<tensor::Tensor>& parts, tensor::DTy
   });
 }
 
+// FP8 keeps the checkpoint's bytes: they are copied, never converted, into the blocked layout of
+// linear_kernels.h, with each row's scale per k block beside them.
+void LinearWeight::pack_fp8(const std::vector<LinearSource>& parts,
+                            const std::vector<int64_t>& first_row) {
+  const tensor::Fp8Blocks& b0 = parts[0].blocks();
+  for (const LinearSource& w : parts) {
+    if (!w.is_fp8()) fail("LinearWeight: FP8 packing needs every part in FP8");
+    const tensor::Fp8Blocks& f = w.blocks();
+    // The K grid is shared by all rows, so the parts must agree on where it starts.
+    if (f.block_cols != b0.block_cols || f.col0 % f.block_cols != b0.col0 % b0.block_cols)
+      fail("LinearWeight: stacked FP8 parts differ in their column blocks");
+  }
+  const int64_t bc = b0.block_cols;
+  const int64_t lead = b0.col0 % bc;
+  const int64_t kp = round_up(lead + k_, bc);
+  const int64_t nkb = kp / bc;
+  const int64_t nb = (n_ + kRowBlock - 1) / kRowBlock;
+  Impl& im = *impl_;
+  im.k = k_;
+  im.packed = tensor::Tensor::empty({nb * kp * kRowBlock}, DType::kF8E4M3);
+  im.scales = tensor::Tensor::empty({nb * nkb * kRowBlock}, DType::kF32);
+  im.pw = {DType::kF8E4M3, n_, kp, nb, im.packed.raw()};
+  im.pw.scales = im.scales.data<float>();
+  im.pw.k_block = bc;
+  im.pw.k_lead = lead;
+  scale_bytes_ = static_cast<size_t>(n_ * nkb) * sizeof(float);
+  auto* dst = im.packed.data<uint8_t>();
+  float* sdst = im.scales.data<float>();
+  tensor::parallel_for(nb, 1, [&](int64_t blk0, int64_t blk1) {
+    for (int64_t b = blk0; b < blk1; ++b) {
+      uint8_t* block = dst + b * kp * kRowBlock;
+      for (int64_t r = 0; r < kRowBlock; ++r) {
+        const int64_t n = b * kRowBlock + r;
+        if (n >= n_) {
+          for (int64_t c = 0; c < kp; ++c) block[c * kRowBlock + r] = 0;
+          for (int64_t kb = 0; kb < nkb; ++kb) sdst[(b * nkb + kb) * kRowBlock + r] = 0.0f;
+          continue;
+        }
+        const auto part = std::upper_bound(first_row.begin(), first_row.end(), n) - 1;
+        const tensor::Fp8Blocks& f = parts[static_cast<size_t>(part - first_row.begin())].blocks();
+        const int64_t pr = n - *part;
+        const auto* q = f.values.data<uint8_t>() + pr * f.values.strides()[0];
+        const int64_t cs = f.values.strides()[1];
+        for (int64_t c = 0; c < lead; ++c) block[c * kRowBlock + r] = 0;
+        for (int64_t c = 0; c < k_; ++c) block[(lead + c) * kRowBlock + r] = q[c * cs];
+        for (int64_t c = lead + k_; c < kp; ++c) block[c * kRowBlock + r] = 0;
+        for (int64_t kb = 0; kb < nkb; ++kb) {
+          // Column kb * bc - lead of this view is the block's first (or, for kb = 0, the view's
+          // first column lies inside it).
+          const int64_t c = std::max<int64_t>(0, kb * bc - lead);
+          sdst[(b * nkb + kb) * kRowBlock + r] = f.scale(pr, c);
+        }
+      }
+    }
+  });
+}
+
 LinearWeight::~LinearWeight() = default;
 LinearWeight::LinearWeight(LinearWeight&&) noexcept = default;
 LinearWeight& LinearWeight::operator=(LinearWeight&&) noexcept = default;
 
 size_t LinearWeight::weight_bytes() const {
-  return static_cast<size_t>(n_ * k_) * tensor::dtype_size(dtype_);
+  return static_cast<size_t>(n_ * k_) * tensor::dtype_size(dtype_) + scale_bytes_;
 }
 
 // Row-independent mode never reaches oneDNN, so every M is then safe inside a parallel region;
 // neither do weights whose layout oneDNN has no real matmul for on this CPU.
 bool LinearWeight::small_m(int64_t m) const {
-  return m <= kSmallMMax || row_independent_ || !onednn_fast_matmul(dtype_);
+  return m <= kSmallMMax || row_independent_ || dtype_ == DType::kF8E4M3 ||
+         !onednn_fast_matmul(dtype_);
 }
 
 void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {

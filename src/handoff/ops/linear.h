@@ -1,29 +1,58 @@
 #pragma once
-// y = x · Wᵀ for a weight W[N, K] stored f32 or bf16, repacked once at load into the layout the
-// kernels want. Small M (decode) runs hand-written AVX-512 kernels that stream each weight
-// once for all M rows; large M (prefill) goes to oneDNN. Activations are f32 in and out;
-// accumulation is f32.
+// y = x · Wᵀ for a weight W[N, K] stored f32, bf16 or block-quantised FP8 (e4m3 + one f32
+// scale per 128 × 128 block, as published checkpoints ship), repacked once at load into the
+// layout the kernels want. Small M (decode) runs hand-written kernels that stream each weight
+// once for all M rows; large M (prefill) goes to oneDNN where it has a fast matmul for the
+// dtype (FP8 never: its kernels run every M). Activations are f32 in and out; accumulation is
+// f32.
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "handoff/tensor/fp8_blocks.h"
 #include "handoff/tensor/tensor.h"
 
 namespace handoff::ops {
 
+// A part of a linear weight as read from a checkpoint: a float matrix (any float dtype and
+// strides) or a block-quantised FP8 one. Implicit from either, so callers pass what they hold.
+class LinearSource {
+ public:
+  LinearSource(tensor::Tensor dense);     // NOLINT(google-explicit-constructor)
+  LinearSource(tensor::Fp8Blocks blocks);  // NOLINT(google-explicit-constructor)
+  bool is_fp8() const { return fp8_; }
+  int64_t rows() const;
+  int64_t cols() const;
+  const tensor::Tensor& dense() const { return dense_; }
+  const tensor::Fp8Blocks& blocks() const { return blocks_; }
+  // Rows [begin, end) along dimension `d` (0: output rows, 1: input columns); a view.
+  LinearSource slice(int64_t d, int64_t begin, int64_t end) const;
+  // Row r converted (FP8: dequantised) to f32.
+  void row_f32(int64_t r, float* out) const;
+  // The whole matrix in f32 (FP8: dequantised), contiguous.
+  tensor::Tensor to_f32() const;
+
+ private:
+  bool fp8_ = false;
+  tensor::Tensor dense_;
+  tensor::Fp8Blocks blocks_;
+};
+
 class LinearWeight {
  public:
   LinearWeight();
-  // `w` is a 2-d [N, K] tensor of any float dtype (may be a strided row/column view); it is
-  // copied and converted to `dtype` (kF32 or kBF16).
+  // `w` is a 2-d [N, K] matrix (may be a strided row/column view); it is copied and converted
+  // to `dtype`: kF32 or kBF16 (an FP8 source is dequantised), or kF8E4M3, which needs an FP8
+  // source and keeps its bytes and block scales (1 byte per weight; scales applied in f32 to
+  // each block's partial sum).
   // Batch invariance: with `row_independent`, forward() computes each row of x alone through
   // the M = 1 kernel, so a row's result never depends on how many rows share the call (the
   // small-M kernels pick accumulator splits and K chunks by M, and oneDNN blocks by M). Slower
   // for prefill; the serving engine asks for it at --dtype f32 (model::LoadOptions).
-  LinearWeight(const tensor::Tensor& w, tensor::DType dtype, bool row_independent = false);
+  LinearWeight(const LinearSource& w, tensor::DType dtype, bool row_independent = false);
   // W = the row-wise concatenation of `parts` (each [N_i, K], same K), packed straight from the
   // parts (fused gate/up projections without an intermediate copy).
-  LinearWeight(const std::vector<tensor::Tensor>& parts, tensor::DType dtype,
+  LinearWeight(const std::vector<LinearSource>& parts, tensor::DType dtype,
                bool row_independent = false);
   ~LinearWeight();
   LinearWeight(LinearWeight&&) noexcept;
@@ -33,6 +62,7 @@ class LinearWeight {
   int64_t out_features() const { return n_; }
   int64_t in_features() const { return k_; }
   tensor::DType dtype() const { return dtype_; }
+  // Bytes of the weight as held (FP8: 1 per weight plus the f32 block scales), padding aside.
   size_t weight_bytes() const;
 
   // y[m, :] = x[m, :] · Wᵀ for m in [0, M). Rows of x are `ldx` floats apart (default K),
@@ -48,10 +78,12 @@ class LinearWeight {
 
  private:
   struct Impl;
+  void pack_fp8(const std::vector<LinearSource>& parts, const std::vector<int64_t>& first_row);
   int64_t n_ = 0;
   int64_t k_ = 0;
   tensor::DType dtype_ = tensor::DType::kF32;
   bool row_independent_ = false;
+  size_t scale_bytes_ = 0;  // FP8: the f32 block scales as held
   std::unique_ptr<Impl> impl_;
 };
 

@@ -12,6 +12,13 @@
 // small-M kernels broadcast x[m][k] and FMA into 16-row accumulators, so they never need horizontal
 // reductions, and each weight byte is read from memory once for all M rows. oneDNN reads the same
 // buffer for large M.
+//
+// FP8 (e4m3 bytes): [N/64][K_pad][64], one 64-byte line per k holding the block's 64 rows, and
+// f32 scales [N/64][K_pad / k_block][64], one per row and k block (per row, not per 128 rows, so
+// fused parts and tensor-parallel slices need not start on a block boundary). The K axis is the
+// quantisation grid's: it starts `k_lead` zero columns before the matrix's first column (a slice
+// starting inside a block) and ends padded to whole blocks, so each k block of the layout is one
+// scale block. Kernels sum a k block in f32, then add partial · scale.
 #include <cstdint>
 
 #include "handoff/tensor/dtype.h"
@@ -28,15 +35,24 @@ struct PackedWeight {
   int64_t k_pad;     // multiple of kKAlign (of 2·kKAlign for bf16)
   int64_t n_blocks;  // ceil(n / kRowBlock)
   const void* data;
+  // FP8 only.
+  const float* scales = nullptr;  // [n_blocks][k_pad / k_block][kRowBlock]
+  int64_t k_block = 0;            // columns per scale block; k_pad is a multiple of it
+  int64_t k_lead = 0;             // zero columns before the matrix's first one
 };
 
 // y[i, r] for i in [0, m), rows r of blocks [b0, b1). x is [m][k_pad] with zero padding
-// (ldx = k_pad), so the kernels need no K tail handling.
+// (ldx = k_pad; for FP8 the matrix's columns start at k_lead), so the kernels need no K tail
+// handling.
 using SmallMKernel = void (*)(const PackedWeight& w, const float* x, int64_t m, float* y,
                               int64_t ldy, int64_t b0, int64_t b1);
 
 void linear_small_m_portable(const PackedWeight& w, const float* x, int64_t m, float* y,
                              int64_t ldy, int64_t b0, int64_t b1);
+
+// FP8 weights (the dtype is kF8E4M3); same contract.
+void linear_small_m_fp8_portable(const PackedWeight& w, const float* x, int64_t m, float* y,
+                                 int64_t ldy, int64_t b0, int64_t b1);
 
 namespace avx512 {
 void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
@@ -45,6 +61,8 @@ void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, 
 namespace avx2 {
 void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                     int64_t b0, int64_t b1);
+void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
+                        int64_t b0, int64_t b1);
 }  // namespace avx2
 
 }  // namespace handoff::ops::detail

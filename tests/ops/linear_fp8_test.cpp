@@ -1,0 +1,212 @@
+// FP8 LinearWeight (e4m3 + 128 × 128 block scales kept as they are) against the naive reference
+// y = x · dequant(W)ᵀ in double, on awkward shapes, views that start inside a block, stacked
+// parts, every e4m3 code, and each kernel level (portable twin, AVX2).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "handoff/error.h"
+#include "handoff/ops/cpu_features.h"
+#include "handoff/ops/linear.h"
+#include "handoff/tensor/fp8_blocks.h"
+#include "handoff/tensor/tensor.h"
+
+namespace handoff::ops {
+namespace {
+
+using tensor::DType;
+using tensor::Fp8Blocks;
+using tensor::Tensor;
+
+// A random [n, k] matrix whose 128 × 128 blocks have very different magnitudes, so a scale
+// applied to the wrong block shows, quantised.
+Fp8Blocks random_fp8(int64_t n, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  Tensor w = Tensor::empty({n, k}, DType::kF32);
+  std::vector<float> block_mag;
+  for (int64_t i = 0; i < ((n + 127) / 128) * ((k + 127) / 128); ++i)
+    block_mag.push_back(std::ldexp(1.0f, static_cast<int>(rng() % 9) - 4) * (1.0f + 0.3f * i));
+  const int64_t gc = (k + 127) / 128;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c)
+      w.data<float>()[r * k + c] = dist(rng) * block_mag[(r / 128) * gc + c / 128];
+  return tensor::quantize_fp8_blocks(w);
+}
+
+// Checks forward() on `src` against the double reference with a bound scaled by Σ|x·w|.
+void check(const Fp8Blocks& src, int64_t m, std::mt19937& rng, bool row_independent = false) {
+  const int64_t n = src.rows(), k = src.cols();
+  SCOPED_TRACE(testing::Message() << "M=" << m << " N=" << n << " K=" << k << " row0=" << src.row0
+                                  << " col0=" << src.col0);
+  const LinearWeight lw(LinearSource(src), DType::kF8E4M3, row_independent);
+  ASSERT_EQ(lw.dtype(), DType::kF8E4M3);
+  const Tensor wf = src.dequantize();
+  const int64_t ldx = k + 5, ldy = n + 7;
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * ldx));
+  for (float& v : x) v = dist(rng);
+  constexpr float kSentinel = 12345.0f;
+  std::vector<float> y(static_cast<size_t>(m * ldy), kSentinel);
+  lw.forward(x.data(), m, y.data(), ldx, ldy);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ldy; ++j) {
+      const float got = y[static_cast<size_t>(i * ldy + j)];
+      if (j >= n) {
+        ASSERT_EQ(got, kSentinel) << "wrote past N at m=" << i << " col=" << j;
+        continue;
+      }
+      double ref = 0, mag = 0;
+      for (int64_t c = 0; c < k; ++c) {
+        const double p = double(x[static_cast<size_t>(i * ldx + c)]) * wf.data<float>()[j * k + c];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_NEAR(got, ref, 2e-6 * mag + 1e-30) << "m=" << i << " n=" << j;
+    }
+}
+
+class OpsLinearFp8 : public testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (GetParam() > cpu_max_isa()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
+    cap_kernel_isa(GetParam());
+  }
+  void TearDown() override { cap_kernel_isa(Isa::kAvx512); }
+};
+
+// N and K not multiples of 64 / 128 (partial scale blocks), M = 1..7 and large.
+TEST_P(OpsLinearFp8, MatchesReferenceOnOddShapes) {
+  std::mt19937 rng(11);
+  for (int64_t k : {1, 7, 100, 128, 129, 300})
+    for (int64_t n : {1, 31, 65, 130}) {
+      const Fp8Blocks w = random_fp8(n, k, rng);
+      for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 16, 40}) check(w, m, rng);
+    }
+}
+
+// Tensor-parallel slices: rows and columns starting inside a block use the whole tensor's
+// scales (a column slice also shifts the k grid the kernel walks).
+TEST_P(OpsLinearFp8, SlicesStartingInsideABlockKeepTheirScales) {
+  std::mt19937 rng(12);
+  const Fp8Blocks whole = random_fp8(300, 400, rng);
+  for (const auto& [d, b, e] : std::vector<std::tuple<int, int, int>>{
+           {0, 37, 250}, {0, 128, 256}, {1, 50, 333}, {1, 200, 201}, {1, 128, 400}}) {
+    const Fp8Blocks part = whole.slice(d, b, e);
+    for (int64_t m : {1, 3, 7, 20}) check(part, m, rng);
+  }
+  check(whole.slice(0, 5, 290).slice(1, 77, 399), 4, rng);
+}
+
+TEST_P(OpsLinearFp8, RowIndependentRowsEqualSingleRowCalls) {
+  std::mt19937 rng(13);
+  const Fp8Blocks w = random_fp8(70, 260, rng);
+  check(w, 9, rng, /*row_independent=*/true);
+  const LinearWeight lw(LinearSource(w), DType::kF8E4M3, true);
+  std::vector<float> x(9 * 260), y(9 * 70), y1(70);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  lw.forward(x.data(), 9, y.data());
+  for (int64_t i = 0; i < 9; ++i) {
+    lw.forward(x.data() + i * 260, 1, y1.data());
+    EXPECT_EQ(0, std::memcmp(y1.data(), y.data() + i * 70, 70 * sizeof(float))) << "row " << i;
+  }
+}
+
+// Every finite e4m3 code (both signs, subnormals, 448) through the in-register conversion: an
+// identity x picks out each weight times its scale exactly.
+TEST_P(OpsLinearFp8, EveryCodeDecodesExactly) {
+  Fp8Blocks w;
+  w.values = Tensor::empty({2, 128}, DType::kF8E4M3);
+  for (int c = 0; c < 256; ++c) w.values.data<uint8_t>()[c] = static_cast<uint8_t>(c);
+  w.values.data<uint8_t>()[0x7f] = w.values.data<uint8_t>()[0xff] = 0;  // the NaN codes
+  w.scales = Tensor::empty({1, 1}, DType::kF32);
+  w.scales.data<float>()[0] = 0.375f;  // not a power of two
+  const LinearWeight lw(LinearSource(w), DType::kF8E4M3);
+  for (int64_t m : {1, 128}) {
+    std::vector<float> x(static_cast<size_t>(m * 128), 0.0f), y(static_cast<size_t>(m * 2));
+    for (int64_t step = 0; step < 128; step += m) {
+      for (int64_t i = 0; i < m; ++i) {
+        std::fill(x.begin() + i * 128, x.begin() + (i + 1) * 128, 0.0f);
+        x[static_cast<size_t>(i * 128 + step + i)] = 1.0f;
+      }
+      lw.forward(x.data(), m, y.data());
+      for (int64_t i = 0; i < m; ++i)
+        for (int r = 0; r < 2; ++r) {
+          const uint8_t code = w.values.data<uint8_t>()[r * 128 + step + i];
+          EXPECT_EQ(y[static_cast<size_t>(i * 2 + r)], tensor::f8e4m3_to_f32(code) * 0.375f)
+              << "code " << int(code);
+        }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, OpsLinearFp8, testing::Values(Isa::kPortable, Isa::kAvx2),
+                         [](const auto& info) { return std::string(isa_name(info.param)); });
+
+// Fused parts whose boundary is not on a block (gate 37 rows + up 70 rows): each part keeps its
+// own scales, and a dense part mixed with FP8 ones is packed dequantised.
+TEST(OpsLinearFp8Parts, StackedPartsEqualTheirReferences) {
+  std::mt19937 rng(14);
+  const Fp8Blocks a = random_fp8(37, 200, rng), b = random_fp8(70, 200, rng);
+  const LinearWeight stacked(std::vector<LinearSource>{a, b}, DType::kF8E4M3);
+  const LinearWeight la(LinearSource(a), DType::kF8E4M3), lb(LinearSource(b), DType::kF8E4M3);
+  for (int64_t m : {1, 5, 33}) {
+    std::vector<float> x(static_cast<size_t>(m * 200));
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    for (float& v : x) v = dist(rng);
+    std::vector<float> y(static_cast<size_t>(m * 107)), ya(static_cast<size_t>(m * 37)),
+        yb(static_cast<size_t>(m * 70));
+    stacked.forward(x.data(), m, y.data());
+    la.forward(x.data(), m, ya.data());
+    lb.forward(x.data(), m, yb.data());
+    for (int64_t i = 0; i < m; ++i) {
+      EXPECT_EQ(0, std::memcmp(y.data() + i * 107, ya.data() + i * 37, 37 * sizeof(float)));
+      EXPECT_EQ(0, std::memcmp(y.data() + i * 107 + 37, yb.data() + i * 70, 70 * sizeof(float)));
+    }
+  }
+  // A dense-dtype pack of FP8 parts dequantises them exactly (e4m3 · scale is exact in f32 here).
+  const LinearWeight dense(std::vector<LinearSource>{a, b}, DType::kF32);
+  EXPECT_EQ(dense.dtype(), DType::kF32);
+  EXPECT_THROW(LinearWeight(std::vector<LinearSource>{a, Tensor::zeros({3, 200}, DType::kF32)},
+                            DType::kF8E4M3),
+               Error);
+  EXPECT_THROW(LinearWeight(std::vector<LinearSource>{a, b.slice(1, 1, 200)}, DType::kF32), Error);
+}
+
+TEST(OpsLinearFp8Parts, HoldsOneBytePerWeightPlusRowScales) {
+  std::mt19937 rng(15);
+  const Fp8Blocks w = random_fp8(100, 300, rng);
+  const LinearWeight lw(LinearSource(w), DType::kF8E4M3);
+  EXPECT_EQ(lw.weight_bytes(), size_t{100 * 300 + 100 * 3 * 4});
+  EXPECT_THROW(LinearSource(Tensor::zeros({2, 3}, DType::kF8E4M3)), Error);
+}
+
+// quantize_fp8_blocks: scale = amax / 448 per block, the block's largest value lands on ±448,
+// an all-zero block gets scale 1, and values round to the nearest e4m3 (ties to even).
+TEST(Fp8Quantize, PublishedBlockFormat) {
+  Tensor w = Tensor::zeros({130, 260}, DType::kF32);
+  auto at = [&](int64_t r, int64_t c) -> float& { return w.data<float>()[r * 260 + c]; };
+  at(3, 5) = -7.0f;   // block (0, 0) amax 7
+  at(10, 6) = 1.0f;   // 1 / (7 / 448) = 64: exact
+  at(11, 7) = 7.0f * 17.0f / 448.0f;  // 17 -> between 16 and 18: a tie, to even mantissa (16)
+  at(129, 259) = 3.0f;                // block (1, 2), a partial block
+  const Fp8Blocks q = tensor::quantize_fp8_blocks(w);
+  ASSERT_EQ(q.scales.shape(), (tensor::Shape{2, 3}));
+  EXPECT_EQ(q.scales.data<float>()[0], 7.0f / 448.0f);
+  EXPECT_EQ(q.scales.data<float>()[1], 1.0f);  // all zero
+  EXPECT_EQ(q.scales.data<float>()[5], 3.0f / 448.0f);
+  EXPECT_EQ(q.values.data<uint8_t>()[3 * 260 + 5], 0xfe);  // -448
+  EXPECT_EQ(tensor::f8e4m3_to_f32(q.values.data<uint8_t>()[10 * 260 + 6]), 64.0f);
+  EXPECT_EQ(tensor::f8e4m3_to_f32(q.values.data<uint8_t>()[11 * 260 + 7]), 16.0f);
+  EXPECT_EQ(q.values.data<uint8_t>()[129 * 260 + 259], 0x7e);  // 448
+  EXPECT_EQ(q.values.data<uint8_t>()[0], 0);
+  EXPECT_EQ(tensor::f32_to_f8e4m3(1000.0f), 0x7e);  // saturates
+  EXPECT_EQ(q.dequantize().data<float>()[3 * 260 + 5], -7.0f);
+}
+
+}  // namespace
+}  // namespace handoff::ops
