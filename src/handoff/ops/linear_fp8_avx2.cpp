@@ -5,10 +5,14 @@
 // vcvtph2ps widens exactly; the 2^8 goes into the block scale. A 16-byte load is 16 rows of one
 // k. Each k block (the quantisation grid's 128 columns) is summed in registers, then
 // y += partial · scale, so every weight byte is read once per row tile and, for large M, a
-// block's 64 × 128 bytes stay in L1 while all row tiles pass over them.
+// block's 64 × 128 bytes stay in L1 while all row tiles pass over them. From kDequantRows rows
+// of x on, the conversion would be repeated per row tile, so a 64-row block is instead
+// dequantised once (value · scale, rounded once to f32) into a per-thread buffer and the f32
+// kernel of linear_avx2.cpp runs on it.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "handoff/ops/linear_kernels.h"
 
@@ -18,6 +22,9 @@ namespace {
 
 constexpr int64_t kGroups = kRowBlock / 16;  // 16-row groups per block
 constexpr int kPrefetchBytes = 1024;
+// Rows of x from which a block is dequantised first (the conversion then costs a fraction of
+// the FMAs instead of one per row tile).
+constexpr int64_t kDequantRows = 4;
 
 // 16 e4m3 bytes -> rows 0-7 and 8-15 as f32, each 2^-8 times its value.
 inline void widen16(const uint8_t* p, __m256& lo, __m256& hi) {
@@ -102,12 +109,46 @@ void groups(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_
   }
 }
 
+// Block b as f32 in the [K_pad][64] layout of the f32 kernels: value · scale per row and k block.
+void dequantize_block(const PackedWeight& w, int64_t b, float* out) {
+  const int64_t nkb = w.k_pad / w.k_block;
+  const auto* src = static_cast<const uint8_t*>(w.data) + b * w.k_pad * kRowBlock;
+  const __m256 unit = _mm256_set1_ps(256.0f);
+  for (int64_t kb = 0; kb < nkb; ++kb) {
+    const float* scales = w.scales + (b * nkb + kb) * kRowBlock;
+    __m256 s[8];
+    for (int j = 0; j < 8; ++j) s[j] = _mm256_mul_ps(_mm256_loadu_ps(scales + j * 8), unit);
+    for (int64_t k = kb * w.k_block; k < (kb + 1) * w.k_block; ++k) {
+      const uint8_t* p = src + k * kRowBlock;
+      float* o = out + k * kRowBlock;
+      for (int g = 0; g < 4; ++g) {
+        __m256 lo, hi;
+        widen16(p + g * 16, lo, hi);
+        _mm256_storeu_ps(o + g * 16, _mm256_mul_ps(lo, s[2 * g]));
+        _mm256_storeu_ps(o + g * 16 + 8, _mm256_mul_ps(hi, s[2 * g + 1]));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                         int64_t b0, int64_t b1) {
   const int64_t ldx = w.k_pad;
   const int64_t nkb = w.k_pad / w.k_block;
+  if (m >= kDequantRows) {
+    // Grows to the largest K once per thread; no allocation in steady state.
+    thread_local std::vector<float> block;
+    block.resize(static_cast<size_t>(w.k_pad * kRowBlock));
+    for (int64_t b = b0; b < b1; ++b) {
+      dequantize_block(w, b, block.data());
+      const PackedWeight f32{tensor::DType::kF32, std::min<int64_t>(kRowBlock, w.n - b * kRowBlock),
+                             w.k_pad, 1, block.data()};
+      linear_small_m(f32, x, m, y + b * kRowBlock, ldy, 0, 1);
+    }
+    return;
+  }
   for (int64_t b = b0; b < b1; ++b)
     for (int64_t kb = 0; kb < nkb; ++kb)
       for (int64_t i = 0; i < m; i += 3) {
