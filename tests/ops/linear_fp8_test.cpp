@@ -86,6 +86,11 @@ TEST_P(OpsLinearFp8, MatchesReferenceOnOddShapes) {
       const Fp8Blocks w = random_fp8(n, k, rng);
       for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 16, 40}) check(w, m, rng);
     }
+  // K past the dequantising path's 512-column chunks (and the f32 kernel's 1024 ones).
+  for (int64_t k : {600, 1100}) {
+    const Fp8Blocks w = random_fp8(70, k, rng);
+    for (int64_t m : {1, 3, 4, 9}) check(w, m, rng);
+  }
 }
 
 // Tensor-parallel slices: rows and columns starting inside a block use the whole tensor's

@@ -407,6 +407,9 @@ void LinearWeight::pack_fp8(const std::vector<LinearSource>& parts,
       fail("LinearWeight: stacked FP8 parts differ in their column blocks");
   }
   const int64_t bc = b0.block_cols;
+  // The kernels walk K in steps of 16 (two columns at a time, 16-aligned chunks).
+  if (bc % kKAlign != 0)
+    fail("LinearWeight: FP8 block columns {} are not a multiple of {}", bc, kKAlign);
   const int64_t lead = b0.col0 % bc;
   const int64_t kp = round_up(lead + k_, bc);
   const int64_t nkb = kp / bc;

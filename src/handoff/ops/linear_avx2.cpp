@@ -127,16 +127,16 @@ void lane_groups(const PackedWeight& w, const float* x, int64_t ldx, float* y, i
 }
 
 template <bool kBF16>
-void run(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy, int64_t b0,
-         int64_t b1) {
-  const int64_t ldx = w.k_pad;
+void run(const PackedWeight& w, const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy,
+         int64_t b0, int64_t b1, bool accumulate) {
   // Rows of x in tiles of 3; a lone row takes all 8 lanes at once.
-  const int64_t chunk = m <= 3 ? ldx : kKChunk;
+  const int64_t kp = w.k_pad;
+  const int64_t chunk = m <= 3 ? kp : kKChunk;
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t lanes = std::min<int64_t>(kLanes, (w.n - b * kRowBlock + 7) / 8);
-    for (int64_t k0 = 0; k0 < ldx; k0 += chunk) {
-      const int64_t k1 = std::min(ldx, k0 + chunk);
-      const bool acc = k0 > 0;
+    for (int64_t k0 = 0; k0 < kp; k0 += chunk) {
+      const int64_t k1 = std::min(kp, k0 + chunk);
+      const bool acc = accumulate || k0 > 0;
       for (int64_t i = 0; i < m; i += 3) {
         const float* xi = x + i * ldx;
         float* yi = y + i * ldy;
@@ -161,10 +161,15 @@ void run(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy
 void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                     int64_t b0, int64_t b1) {
   if (w.dtype == tensor::DType::kBF16) {
-    run<true>(w, x, m, y, ldy, b0, b1);
+    run<true>(w, x, w.k_pad, m, y, ldy, b0, b1, false);
   } else {
-    run<false>(w, x, m, y, ldy, b0, b1);
+    run<false>(w, x, w.k_pad, m, y, ldy, b0, b1, false);
   }
+}
+
+void linear_small_m_f32_into(const PackedWeight& w, const float* x, int64_t ldx, int64_t m,
+                             float* y, int64_t ldy, bool accumulate) {
+  run<false>(w, x, ldx, m, y, ldy, 0, w.n_blocks, accumulate);
 }
 
 }  // namespace handoff::ops::detail::avx2

@@ -7,8 +7,8 @@
 // y += partial · scale, so every weight byte is read once per row tile and, for large M, a
 // block's 64 × 128 bytes stay in L1 while all row tiles pass over them. From kDequantRows rows
 // of x on, the conversion would be repeated per row tile, so a 64-row block is instead
-// dequantised once (value · scale, rounded once to f32) into a per-thread buffer and the f32
-// kernel of linear_avx2.cpp runs on it.
+// dequantised once per K chunk (value · scale, rounded once to f32) into a per-thread buffer
+// that stays in L2, and the f32 kernel of linear_avx2.cpp runs on it.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -25,6 +25,8 @@ constexpr int kPrefetchBytes = 1024;
 // Rows of x from which a block is dequantised first (the conversion then costs a fraction of
 // the FMAs instead of one per row tile).
 constexpr int64_t kDequantRows = 4;
+// Columns per dequantised chunk: 64 rows × 512 × 4 bytes = 128 KiB, a quarter of Zen 3's L2.
+constexpr int64_t kDequantCols = 512;
 
 // 16 e4m3 bytes -> rows 0-7 and 8-15 as f32, each 2^-8 times its value.
 inline void widen16(const uint8_t* p, __m256& lo, __m256& hi) {
@@ -109,18 +111,20 @@ void groups(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_
   }
 }
 
-// Block b as f32 in the [K_pad][64] layout of the f32 kernels: value · scale per row and k block.
-void dequantize_block(const PackedWeight& w, int64_t b, float* out) {
+// Columns [c0, c1) of block b as f32 in the [K][64] layout of the f32 kernels: value · scale per
+// row and k block.
+void dequantize_block(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, float* out) {
   const int64_t nkb = w.k_pad / w.k_block;
   const auto* src = static_cast<const uint8_t*>(w.data) + b * w.k_pad * kRowBlock;
   const __m256 unit = _mm256_set1_ps(256.0f);
-  for (int64_t kb = 0; kb < nkb; ++kb) {
+  for (int64_t kb = c0 / w.k_block; kb * w.k_block < c1; ++kb) {
     const float* scales = w.scales + (b * nkb + kb) * kRowBlock;
     __m256 s[8];
     for (int j = 0; j < 8; ++j) s[j] = _mm256_mul_ps(_mm256_loadu_ps(scales + j * 8), unit);
-    for (int64_t k = kb * w.k_block; k < (kb + 1) * w.k_block; ++k) {
+    const int64_t k0 = std::max(c0, kb * w.k_block), k1 = std::min(c1, (kb + 1) * w.k_block);
+    for (int64_t k = k0; k < k1; ++k) {
       const uint8_t* p = src + k * kRowBlock;
-      float* o = out + k * kRowBlock;
+      float* o = out + (k - c0) * kRowBlock;
       for (int g = 0; g < 4; ++g) {
         __m256 lo, hi;
         widen16(p + g * 16, lo, hi);
@@ -139,13 +143,17 @@ void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float*
   const int64_t nkb = w.k_pad / w.k_block;
   if (m >= kDequantRows) {
     // Grows to the largest K once per thread; no allocation in steady state.
-    thread_local std::vector<float> block;
-    block.resize(static_cast<size_t>(w.k_pad * kRowBlock));
+    // A fixed size: no allocation after a thread's first call.
+    thread_local std::vector<float> chunk(static_cast<size_t>(kDequantCols * kRowBlock));
     for (int64_t b = b0; b < b1; ++b) {
-      dequantize_block(w, b, block.data());
-      const PackedWeight f32{tensor::DType::kF32, std::min<int64_t>(kRowBlock, w.n - b * kRowBlock),
-                             w.k_pad, 1, block.data()};
-      linear_small_m(f32, x, m, y + b * kRowBlock, ldy, 0, 1);
+      const int64_t rows = std::min<int64_t>(kRowBlock, w.n - b * kRowBlock);
+      for (int64_t c0 = 0; c0 < w.k_pad; c0 += kDequantCols) {
+        const int64_t c1 = std::min(w.k_pad, c0 + kDequantCols);
+        dequantize_block(w, b, c0, c1, chunk.data());
+        // c1 - c0 is a multiple of the f32 layout's K alignment (16): k_pad and kDequantCols are.
+        const PackedWeight f32{tensor::DType::kF32, rows, c1 - c0, 1, chunk.data()};
+        linear_small_m_f32_into(f32, x + c0, ldx, m, y + b * kRowBlock, ldy, c0 > 0);
+      }
     }
     return;
   }

@@ -63,6 +63,10 @@ void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, 
                     int64_t b0, int64_t b1);
 void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                         int64_t b0, int64_t b1);
+// The f32 body over all blocks of `w` (an f32 weight) with x rows `ldx` apart (a K slice of a
+// wider x), adding to y when `accumulate`: the FP8 kernel runs it on dequantised K chunks.
+void linear_small_m_f32_into(const PackedWeight& w, const float* x, int64_t ldx, int64_t m,
+                             float* y, int64_t ldy, bool accumulate);
 }  // namespace avx2
 
 }  // namespace handoff::ops::detail
