@@ -74,7 +74,8 @@ TEST(QuantizeCli, WritesThePublishedLayoutAndLoadsToTheSameLogits) {
     const std::string b = (tmp.dir / ("b_" + dtype + ".json")).string();
     const std::string common =
         " --prompts-json " + kBf16 + "/prompts.json --max-new-tokens 4 --dtype " + dtype;
-    const auto ra = run_handoff("generate --model " + kBf16 + " --quantize fp8 --dump " + a + common);
+    const auto ra =
+        run_handoff("generate --model " + kBf16 + " --quantize fp8 --dump " + a + common);
     ASSERT_EQ(ra.exit_code, 0) << ra.output;
     EXPECT_NE(ra.output.find("quantised to fp8"), std::string::npos) << ra.output;
     const auto rb = run_handoff("generate --model " + out + " --dump " + b + common);

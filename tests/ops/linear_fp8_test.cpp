@@ -173,8 +173,8 @@ TEST(OpsLinearFp8Parts, StackedPartsEqualTheirReferences) {
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < 107; ++j) {
         const float got = y[static_cast<size_t>(i * 107 + j)];
-        const float want = j < 37 ? ya[static_cast<size_t>(i * 37 + j)]
-                                  : yb[static_cast<size_t>(i * 70 + j - 37)];
+        const float want =
+            j < 37 ? ya[static_cast<size_t>(i * 37 + j)] : yb[static_cast<size_t>(i * 70 + j - 37)];
         if (m < 4) {
           EXPECT_EQ(got, want) << "m=" << m << " row " << i << " col " << j;
         } else {
@@ -204,8 +204,8 @@ TEST(OpsLinearFp8Parts, HoldsOneBytePerWeightPlusRowScales) {
 TEST(Fp8Quantize, PublishedBlockFormat) {
   Tensor w = Tensor::zeros({130, 260}, DType::kF32);
   auto at = [&](int64_t r, int64_t c) -> float& { return w.data<float>()[r * 260 + c]; };
-  at(3, 5) = -7.0f;   // block (0, 0) amax 7
-  at(10, 6) = 1.0f;   // 1 / (7 / 448) = 64: exact
+  at(3, 5) = -7.0f;                   // block (0, 0) amax 7
+  at(10, 6) = 1.0f;                   // 1 / (7 / 448) = 64: exact
   at(11, 7) = 7.0f * 17.0f / 448.0f;  // 17 -> between 16 and 18: a tie, to even mantissa (16)
   at(129, 259) = 3.0f;                // block (1, 2), a partial block
   const Fp8Blocks q = tensor::quantize_fp8_blocks(w);

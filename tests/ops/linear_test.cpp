@@ -191,7 +191,7 @@ TEST(OpsLinear, StackedPartsEqualTheirConcatenation) {
     }
   }
   EXPECT_THROW(LinearWeight(std::vector<LinearSource>{Tensor::zeros({2, 3}, DType::kF32),
-                                                Tensor::zeros({2, 4}, DType::kF32)},
+                                                      Tensor::zeros({2, 4}, DType::kF32)},
                             DType::kF32),
                Error);
 }

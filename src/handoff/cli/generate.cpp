@@ -17,11 +17,11 @@
 
 #include "handoff/cli/commands.h"
 #include "handoff/cli/engine_flags.h"
-#include "handoff/cli/quantize_flag.h"
 #include "handoff/cli/flag_checks.h"
 #include "handoff/cli/log_flags.h"
 #include "handoff/cli/parallel_flags.h"
 #include "handoff/cli/peak_memory.h"
+#include "handoff/cli/quantize_flag.h"
 #include "handoff/cli/rank_gather.h"
 #include "handoff/engine/dump.h"
 #include "handoff/engine/generator.h"

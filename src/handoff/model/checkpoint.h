@@ -6,8 +6,8 @@
 // sees a bf16/f32 checkpoint as the published FP8 one would be: the same matrices quantised
 // (ops::quantize_fp8_blocks), the rest unchanged.
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 

@@ -23,16 +23,20 @@ namespace fs = std::filesystem;
 using tensor::DType;
 
 // Files of a HuggingFace model folder besides its weights and config, copied as they are.
-constexpr const char* kSideFiles[] = {"tokenizer.json",          "tokenizer_config.json",
-                                      "chat_template.jinja",     "special_tokens_map.json",
-                                      "generation_config.json",  "vocab.json",
-                                      "merges.txt",              "tokenizer.model"};
+constexpr const char* kSideFiles[] = {"tokenizer.json",
+                                      "tokenizer_config.json",
+                                      "chat_template.jinja",
+                                      "special_tokens_map.json",
+                                      "generation_config.json",
+                                      "vocab.json",
+                                      "merges.txt",
+                                      "tokenizer.model"};
 
 constexpr int64_t kBlock = 128;
 
 struct OutTensor {
-  std::string name;    // as written
-  std::string source;  // the input tensor it comes from
+  std::string name;     // as written
+  std::string source;   // the input tensor it comes from
   bool scales = false;  // the source's weight_scale_inv
   DType dtype;
   tensor::Shape shape;
@@ -66,7 +70,10 @@ QuantizeResult quantize_checkpoint(const QuantizeOptions& options) {
     const tensor::Shape& shape = ck.stored_shape(name);
     if (ck.is_fp8(name)) {
       plan.push_back({name, name, false, DType::kF8E4M3, shape});
-      plan.push_back({name + "_scale_inv", name, true, DType::kF32,
+      plan.push_back({name + "_scale_inv",
+                      name,
+                      true,
+                      DType::kF32,
                       {(shape[0] + kBlock - 1) / kBlock, (shape[1] + kBlock - 1) / kBlock}});
     } else {
       plan.push_back({name, name, false, ck.stored_dtype(name), shape});

@@ -11,12 +11,12 @@ Mlp::Mlp(const WeightLoader& weights, const std::string& prefix, int64_t hidden,
          int64_t intermediate, int64_t inter_begin, int64_t inter_count)
     : hidden_(hidden), inter_(inter_count < 0 ? intermediate : inter_count) {
   const int64_t end = inter_begin + inter_;
-  const ops::LinearSource gate = weights.matrix_slice(prefix + "gate_proj.weight", {intermediate, hidden}, 0,
-                                           inter_begin, end);
+  const ops::LinearSource gate = weights.matrix_slice(prefix + "gate_proj.weight",
+                                                      {intermediate, hidden}, 0, inter_begin, end);
   const ops::LinearSource up =
       weights.matrix_slice(prefix + "up_proj.weight", {intermediate, hidden}, 0, inter_begin, end);
-  const ops::LinearSource down = weights.matrix_slice(prefix + "down_proj.weight", {hidden, intermediate}, 1,
-                                           inter_begin, end);
+  const ops::LinearSource down = weights.matrix_slice(prefix + "down_proj.weight",
+                                                      {hidden, intermediate}, 1, inter_begin, end);
   gate_up_ = weights.make_linear({gate, up});
   down_ = weights.make_linear(down);
 }

@@ -87,9 +87,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
       family_name(c.family), c.num_hidden_layers, tensor::dtype_name(options.dtype),
       m->fp8_weights_ ? options.quantize_fp8 ? ", matrices quantised to fp8" : ", fp8 matrices"
                       : "",
-      dir,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), m->stage_,
-      stage.first_layer, stage.end_layer, m->tp_rank_, tp, m->world_rank(),
+      dir, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+      m->stage_, stage.first_layer, stage.end_layer, m->tp_rank_, tp, m->world_rank(),
       static_cast<double>(held) / (1 << 20));
   return m;
 }

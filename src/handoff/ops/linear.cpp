@@ -134,8 +134,8 @@ tensor::Tensor LinearSource::to_f32() const {
   return dense_.dtype() == DType::kF32 && dense_.is_contiguous() ? dense_ : dense_.to(DType::kF32);
 }
 
-void detail::linear_small_m_fp8_portable(const PackedWeight& w, const float* x, int64_t m,
-                                         float* y, int64_t ldy, int64_t b0, int64_t b1) {
+void detail::linear_small_m_fp8_portable(const PackedWeight& w, const float* x, int64_t m, float* y,
+                                         int64_t ldy, int64_t b0, int64_t b1) {
   const int64_t kp = w.k_pad, nkb = kp / w.k_block;
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t row0 = b * kRowBlock;

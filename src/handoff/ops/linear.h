@@ -18,7 +18,7 @@ namespace handoff::ops {
 // strides) or a block-quantised FP8 one. Implicit from either, so callers pass what they hold.
 class LinearSource {
  public:
-  LinearSource(tensor::Tensor dense);     // NOLINT(google-explicit-constructor)
+  LinearSource(tensor::Tensor dense);      // NOLINT(google-explicit-constructor)
   LinearSource(tensor::Fp8Blocks blocks);  // NOLINT(google-explicit-constructor)
   bool is_fp8() const { return fp8_; }
   int64_t rows() const;

@@ -129,10 +129,10 @@ uint8_t f32_to_f8e4m3(float f) {
   std::memcpy(&bits, &f, sizeof(bits));
   const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
   const uint32_t a = bits & 0x7fffffffu;
-  if (a > 0x7f800000u) return 0x7f;     // NaN
+  if (a > 0x7f800000u) return 0x7f;  // NaN
   // >= 448 (Inf too): saturate, like torch's e4m3fn cast of clamped values.
   if (a >= 0x43e00000u) return sign | 0x7e;
-  if (a < 0x3c800000u) {                     // below 2^-6: subnormal, units of 2^-9
+  if (a < 0x3c800000u) {  // below 2^-6: subnormal, units of 2^-9
     float mag;
     std::memcpy(&mag, &a, sizeof(mag));
     // The product is exact; nearbyint rounds half to even in the default rounding mode.
