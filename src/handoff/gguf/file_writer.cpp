@@ -47,11 +47,6 @@ FileWriter::FileWriter(const std::string& path, const Metadata& metadata,
 
 FileWriter::~FileWriter() = default;
 
-const std::string& FileWriter::current_tensor() const {
-  static const std::string kNone;
-  return next_ < tensors_.size() ? tensors_[next_].name : kNone;
-}
-
 void FileWriter::write_bytes(const void* data, size_t n) {
   if (n != 0 && std::fwrite(data, 1, n, file_.get()) != n)
     fail("cannot write {}: {}", path_, std::strerror(errno));

@@ -34,8 +34,6 @@ class FileWriter {
   // The next `n` bytes of tensor data. A piece may not run past the end of the current tensor;
   // the alignment padding after a tensor is written when it is complete.
   void append(const void* data, size_t n);
-  // The tensor the next append() writes to ("" when all are complete).
-  const std::string& current_tensor() const;
   // Flushes and closes; throws Error when a tensor is incomplete or the write failed.
   void close();
 
