@@ -24,10 +24,13 @@ std::ostream& operator<<(std::ostream& os, const Call& c) {
   return os << c.name << "(" << c.arguments << ")";
 }
 
-// Accumulates deltas as an OpenAI client does (by index), checking the delta contract on the
-// way: a call's first delta names it, its arguments come once, indices go up from 0.
+// Accumulates deltas as an OpenAI client does (by index, concatenating argument pieces),
+// checking the delta contract on the way: a call's first delta names it, nothing follows its
+// end, indices go up from 0.
 struct Collector {
   Result r;
+  std::vector<bool> ended;
+  size_t argument_pieces = 0;  // non-empty argument deltas
   void add(ParsedOutput&& out) {
     r.content += out.content;
     r.reasoning += out.reasoning;
@@ -35,14 +38,15 @@ struct Collector {
       if (d.index == r.calls.size()) {
         ASSERT_FALSE(d.name.empty()) << "a call's first delta must carry its name";
         r.calls.push_back({d.name, ""});
+        ended.push_back(false);
       } else {
         ASSERT_EQ(d.index + 1, r.calls.size()) << "deltas of an earlier call after a later one";
         ASSERT_TRUE(d.name.empty()) << "the name is sent once";
       }
-      if (!d.arguments.empty()) {
-        ASSERT_TRUE(r.calls.back().arguments.empty()) << "arguments are sent once";
-        r.calls.back().arguments = d.arguments;
-      }
+      ASSERT_FALSE(ended.back()) << "a delta after the call's end";
+      if (!d.arguments.empty()) ++argument_pieces;
+      r.calls.back().arguments += d.arguments;
+      ended.back() = d.end;
     }
   }
 };
@@ -61,12 +65,15 @@ ChatOutputParser make(const ParserSetup& s) {
                           make_tool_call_parser(s.tools, s.tool_defs));
 }
 
-Result parse_pieces(const ParserSetup& s, const std::vector<std::string_view>& pieces) {
+Collector collect_pieces(const ParserSetup& s, const std::vector<std::string_view>& pieces) {
   auto parser = make(s);
   Collector c;
   for (auto p : pieces) c.add(parser.push(p));
   c.add(parser.finish());
-  return c.r;
+  return c;
+}
+Result parse_pieces(const ParserSetup& s, const std::vector<std::string_view>& pieces) {
+  return collect_pieces(s, pieces).r;
 }
 
 void expect_same(const Result& got, const Result& want, const std::string& how) {
@@ -174,6 +181,49 @@ TEST(ToolCallParser, TextThatOnlyLooksLikeACallIsContent) {
   // A call cut off by max_tokens: its name was streamed, its text is shown as content.
   expect_parses(ParserSetup{ToolCallFormat::kGlm45}, "<tool_call>get_weather\n<arg_key>city",
                 {"<tool_call>get_weather\n<arg_key>city", "", {{"get_weather", ""}}});
+}
+
+// Arguments stream as the model writes them: fed token by token (here: byte by byte), a call's
+// arguments arrive in many pieces that add up to the whole, in every format; and a value given
+// twice keeps its first value, so what was streamed of it stays true.
+TEST(ToolCallParser, ArgumentsStreamIncrementally) {
+  const std::pair<ToolCallFormat, std::string> calls[] = {
+      {ToolCallFormat::kDeepSeekV3,
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
+       "{\"city\": \"Paris `x`\", \"days\": 3}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+      {ToolCallFormat::kDeepSeekV31,
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"a <｜tool\"}"
+       "  <｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
+      {ToolCallFormat::kDeepSeekV32,
+       "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter "
+       "name=\"city\" string=\"true\">東京 \"q\" \xE2\x82 </｜DSML｜param</｜DSML｜parameter>\n"
+       "<｜DSML｜parameter name=\"days\" string=\"false\">[3]</｜DSML｜parameter>\n"
+       "<｜DSML｜parameter name=\"city\" string=\"true\">again</｜DSML｜parameter>\n"
+       "</｜DSML｜invoke>\n</｜DSML｜function_calls>"},
+      {ToolCallFormat::kGlm45,
+       "<tool_call>get_weather<arg_key>city</arg_key><arg_value>東京 </arg_v</arg_value>"
+       "<arg_key>days</arg_key><arg_value>3</arg_value><arg_key>city</arg_key><arg_value>x"
+       "</arg_value></tool_call>"},
+  };
+  for (const auto& [f, text] : calls) {
+    const ParserSetup s{f, ReasoningFormat::kNone, false, kTools};
+    const Result whole = parse_pieces(s, {text});
+    ASSERT_EQ(whole.calls.size(), 1u) << text;
+    EXPECT_TRUE(nlohmann::json::parse(whole.calls[0].arguments).is_object()) << text;
+    std::vector<std::string_view> bytes;
+    for (size_t i = 0; i < text.size(); ++i) bytes.push_back(std::string_view(text).substr(i, 1));
+    const Collector streamed = collect_pieces(s, bytes);
+    expect_same(streamed.r, whole, "byte by byte");
+    EXPECT_GE(streamed.argument_pieces, 5u) << text;
+    EXPECT_EQ(streamed.ended, std::vector<bool>{true}) << text;
+  }
+  const Result dsml = parse_pieces(ParserSetup{ToolCallFormat::kDeepSeekV32}, {calls[2].second});
+  EXPECT_EQ(nlohmann::json::parse(dsml.calls[0].arguments)["city"],
+            "東京 \"q\" \xEF\xBF\xBD </｜DSML｜param");
+  const Result glm = parse_pieces(ParserSetup{ToolCallFormat::kGlm45, ReasoningFormat::kNone,
+                                              false, kTools},
+                                  {calls[3].second});
+  EXPECT_EQ(glm.calls[0].arguments, R"({"city":"東京 </arg_v","days":3})");
 }
 
 TEST(ReasoningParser, ThinkBlockIsSeparated) {

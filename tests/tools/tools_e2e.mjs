@@ -39,14 +39,17 @@ const thinkingOpensInPrompt = family !== "deepseek_v3";
 const toolCallText = (opensThinking ? "I need the weather tool.</think>" : "") + calls[family];
 const answerText = (opensThinking ? "I have the result.</think>" : "") + "It is 21 degrees in Paris.";
 const reasoningText = (thinkingOpensInPrompt ? "" : "<think>") + "Two plus two.\nIs four.</think>\n\nThe answer is 4.";
-// The request order of `run` below, one script each.
-const scripts = [toolCallText, answerText, toolCallText, answerText, reasoningText, reasoningText, toolCallText, toolCallText];
+// The request order of `run` below, one script each; null: not scripted, the random-weight
+// model samples (the forced tool_choice requests, which constrained decoding must turn into a
+// call).
+const scripts = [toolCallText, answerText, toolCallText, answerText, reasoningText, reasoningText, toolCallText, toolCallText,
+  null, null, null];
 
 if (mode === "script") {
   const tokenizer = fromPreTrained();
   const eos = tokenizer.encode("<｜end▁of▁sentence｜>", { add_special_tokens: false });
   assert.equal(eos.length, 1, "the end-of-sentence token is one id");
-  const ids = scripts.map((t) => [...tokenizer.encode(t, { add_special_tokens: false }), ...eos]);
+  const ids = scripts.map((t) => t === null ? [] : [...tokenizer.encode(t, { add_special_tokens: false }), ...eos]);
   process.stdout.write(JSON.stringify(ids) + "\n");
   process.exit(0);
 }
@@ -84,7 +87,7 @@ function checkToolCall(message, finish, how) {
 async function streamed(body) {
   const stream = await client.chat.completions.create({ ...body, stream: true });
   const message = { content: "", reasoning_content: "", tool_calls: [] };
-  let finish = null, chunks = 0, sawReasoningDelta = false;
+  let finish = null, chunks = 0, sawReasoningDelta = false, argumentDeltas = 0;
   for await (const chunk of stream) {
     ++chunks;
     for (const c of chunk.choices) {
@@ -96,13 +99,14 @@ async function streamed(body) {
           assert.ok(t.id && t.function?.name, "a call's first delta has its id and name");
           message.tool_calls[t.index] = { id: t.id, type: t.type, function: { name: t.function.name, arguments: "" } };
         }
+        if (t.function?.arguments) ++argumentDeltas;
         message.tool_calls[t.index].function.arguments += t.function?.arguments ?? "";
       }
       if (c.finish_reason) finish = c.finish_reason;
     }
   }
   if (!message.reasoning_content) message.reasoning_content = null;
-  return { message, finish, chunks, sawReasoningDelta };
+  return { message, finish, chunks, sawReasoningDelta, argumentDeltas };
 }
 
 // 0, 1: the round trip, not streamed: a call, then the answer to its result.
@@ -125,6 +129,10 @@ console.log(`${family}: non-streamed round trip ok (call ${first.choices[0].mess
 const s1 = await streamed({ model, messages: question, tools });
 checkToolCall(s1.message, s1.finish, "streamed call");
 assert.ok(s1.chunks >= first.usage.completion_tokens, "a chunk per token");
+// The arguments stream as the model writes them, in several pieces that add up to the
+// non-streamed arguments.
+assert.ok(s1.argumentDeltas >= 2, `arguments in several deltas (${s1.argumentDeltas})`);
+assert.equal(s1.message.tool_calls[0].function.arguments, first.choices[0].message.tool_calls[0].function.arguments);
 const s2 = await streamed({
   model, tools,
   messages: [...question, { role: "assistant", content: null, tool_calls: s1.message.tool_calls },
@@ -159,6 +167,39 @@ const named = await client.chat.completions.create({
 });
 checkToolCall(named.choices[0].message, named.choices[0].finish_reason, "named tool_choice");
 console.log(`${family}: tool_choice none / named ok`);
+
+// 8, 9, 10: tool_choice enforced. The model has random weights and never writes a call by
+// itself; constrained decoding must make its output one call, to an allowed function, whose
+// arguments are a JSON object, ended within max_tokens.
+const twoTools = [...tools, {
+  type: "function",
+  function: { name: "get_time", description: "Local time in a city", parameters: { type: "object", properties: { city: { type: "string" } } } },
+}];
+function checkForced(message, finish, names, how) {
+  assert.equal(finish, "tool_calls", `${how}: finish_reason (${JSON.stringify(message)})`);
+  assert.equal(message.tool_calls?.length, 1, `${how}: one call (${JSON.stringify(message)})`);
+  const call = message.tool_calls[0];
+  assert.match(call.id, /^call_[A-Za-z0-9]{24}$/, `${how}: call id`);
+  assert.ok(names.includes(call.function.name), `${how}: name ${call.function.name}`);
+  const args = JSON.parse(call.function.arguments);
+  assert.ok(args !== null && typeof args === "object" && !Array.isArray(args), `${how}: arguments ${call.function.arguments}`);
+  assert.ok(message.content === null || message.content === "", `${how}: no content (${JSON.stringify(message.content)})`);
+  assert.ok(!message.reasoning_content, `${how}: no reasoning (${JSON.stringify(message.reasoning_content)})`);
+  return call;
+}
+const required = await client.chat.completions.create({
+  model, messages: question, tools: twoTools, tool_choice: "required", temperature: 0, max_tokens: 160,
+});
+const forcedCall = checkForced(required.choices[0].message, required.choices[0].finish_reason, ["get_weather", "get_time"], "required");
+assert.ok(required.usage.completion_tokens <= 160);
+const namedForced = await streamed({
+  model, messages: question, tools: twoTools, tool_choice: { type: "function", function: { name: "get_time" } },
+  temperature: 1, seed: 5, max_tokens: 160,
+});
+checkForced(namedForced.message, namedForced.finish, ["get_time"], "named, streamed");
+const auto = await client.chat.completions.create({ model, messages: question, tools: twoTools, temperature: 0, max_tokens: 24 });
+assert.equal(auto.choices[0].message.tool_calls ?? undefined, undefined, "auto: the random model calls nothing by itself");
+console.log(`${family}: tool_choice required / named enforced ok (${forcedCall.function.name}(${forcedCall.function.arguments}))`);
 
 // Bad values: 400 naming the field (these never reach the engine, so use no script).
 async function expect400(body, param) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "handoff/engine/logprobs.h"
 #include "handoff/log.h"
@@ -41,6 +42,10 @@ Engine::Engine(const EngineOptions& options, std::unique_ptr<runtime::Executor> 
   int64_t n = executor_->config().vocab_size;
   if (tokenizer_ != nullptr) n = std::min<int64_t>(n, tokenizer_->vocab_size());
   row_.resize(static_cast<size_t>(n));
+  if (tokenizer_ != nullptr) {
+    token_table_ = std::make_unique<TokenTable>(*tokenizer_);
+    allowed_.resize(static_cast<size_t>(token_table_->vocab_size()));
+  }
   stats_.cache_blocks_total = options.num_blocks;
 }
 
@@ -103,6 +108,8 @@ uint64_t Engine::enqueue(Request request, std::shared_ptr<RequestStream>& stream
   validate(request.sampling);
   if (request.max_tokens < 1) fail_input("max_tokens must be >= 1, got {}", request.max_tokens);
   if (request.top_logprobs > 20) fail_input("top_logprobs must be <= 20");
+  if (request.tool_call_grammar && tokenizer_ == nullptr)
+    fail_input("a forced tool call needs a model with a tokenizer");
   if (!request.stop.empty() && tokenizer_ == nullptr)
     fail_input("stop strings need a model with a tokenizer");
   for (const auto& s : request.stop)
@@ -354,8 +361,26 @@ void Engine::sample(Sequence& seq, const float* logits) {
     apply_penalties(row_.data(), vocab, r.sampling, seq.penalties);
     row = row_.data();
   }
+  if (seq.grammar && !seq.sampler.scripted()) {
+    row = constrain(seq, row);
+    if (row == nullptr) {
+      RequestEvent event;
+      event.error = "no token continues the forced tool call";
+      log::warn("request {}: {}", seq.id, event.error);
+      finish(seq, event, "abort");
+      return;
+    }
+  }
   const int32_t token = seq.sampler.sample(row, vocab, r.sampling);
   seq.tokens.push_back(token);
+  bool call_complete = false;
+  if (seq.grammar) {
+    // A scripted token (test hook) the grammar refuses ends the constraint.
+    if (token < token_table_->vocab_size() && seq.grammar->feed(token_table_->bytes(token)))
+      call_complete = seq.grammar->done();
+    else
+      seq.grammar.reset();
+  }
   ++seq.penalties.output_counts[token];
   if (!seq.penalties.seen.empty()) seq.penalties.seen[static_cast<size_t>(token)] = true;
 
@@ -408,6 +433,10 @@ void Engine::sample(Sequence& seq, const float* logits) {
     event.text = seq.held_text.substr(0, emit);
     seq.held_text.erase(0, emit);
   }
+  if (call_complete) {  // the forced call is all the output
+    finish(seq, event, "stop");
+    return;
+  }
   if (seq.num_generated() >= r.max_tokens ||
       static_cast<int64_t>(seq.tokens.size()) >= options_.max_model_len) {
     finish(seq, event, "length");
@@ -416,6 +445,23 @@ void Engine::sample(Sequence& seq, const float* logits) {
   event.prompt_tokens = seq.prompt_len;
   event.completion_tokens = seq.num_generated();
   seq.stream->push(std::move(event));
+}
+
+const float* Engine::constrain(Sequence& seq, const float* row) {
+  const int64_t vocab = static_cast<int64_t>(row_.size());
+  // The tokens left, this one included: the call must end within them.
+  const int64_t budget =
+      std::min(seq.request.max_tokens - seq.num_generated(),
+               options_.max_model_len - static_cast<int64_t>(seq.tokens.size()));
+  int64_t n = allowed_tokens(*token_table_, *seq.grammar, std::max<int64_t>(budget, 1), allowed_);
+  // Too few tokens left for even the shortest call: keep to the grammar, the output is cut.
+  if (n == 0) n = allowed_tokens(*token_table_, *seq.grammar, 0, allowed_);
+  if (n == 0) return nullptr;
+  if (row != row_.data()) std::memcpy(row_.data(), row, row_.size() * sizeof(float));
+  constexpr float kMasked = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < vocab; ++i)
+    if (allowed_[static_cast<size_t>(i)] == 0) row_[static_cast<size_t>(i)] = kMasked;
+  return row_.data();
 }
 
 void Engine::finish(Sequence& seq, RequestEvent& event, const std::string& reason) {

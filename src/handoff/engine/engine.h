@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "handoff/cache/block_manager.h"
+#include "handoff/engine/grammar_mask.h"
 #include "handoff/engine/request.h"
 #include "handoff/engine/scheduler.h"
 #include "handoff/engine/stats.h"
@@ -102,6 +103,10 @@ class Engine {
   // Validates; returns the request's id. Creates the stream when `stream` is null.
   uint64_t enqueue(Request request, std::shared_ptr<RequestStream>& stream, int first_index);
   void sample(Sequence& seq, const float* logits);
+  // Masks in row_ the tokens a forced tool call does not allow next (copying logits there
+  // first unless `row` already is row_). Returns the row to sample, or null when no token fits
+  // (the request then fails).
+  const float* constrain(Sequence& seq, const float* row);
   // At a leader's first sample: forks its other choices, which share its blocks, and samples
   // their first tokens from the same logits.
   void fork_choices(Sequence& leader, const float* logits);
@@ -129,7 +134,9 @@ class Engine {
   EngineStats stats_;
   std::function<void(const std::string&)> on_failure_;
 
-  std::vector<float> row_;         // penalised copy of a logits row
+  std::vector<float> row_;         // penalised / masked copy of a logits row
+  std::unique_ptr<TokenTable> token_table_;  // token bytes for forced tool calls (with a tokenizer)
+  std::vector<uint8_t> allowed_;             // the tokens a forced tool call allows next
   runtime::Step step_;             // the step being run (reused: no allocation per step)
   std::vector<Sequence*> forked_;  // choices forked during this step
   std::thread thread_;

@@ -4,12 +4,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "handoff/engine/sampler.h"
+#include "handoff/text/tool_call_grammar.h"
 
 namespace handoff::engine {
 
@@ -29,6 +31,9 @@ struct Request {
   // Choices sampled from the prompt: they share its cache blocks (the prompt is computed once)
   // and each samples on from its first token (seed + its index mixes its sampler).
   int n = 1;
+  // A forced tool call (tool_choice "required" or a named function): the output must be a text
+  // of this grammar, and ends ("stop") when the call is complete. Null: unconstrained.
+  std::shared_ptr<const text::ToolCallGrammar> tool_call_grammar;
 };
 
 // The sampler seed of choice k of a request seeded `seed` (choice 0 keeps the seed itself).

@@ -59,6 +59,8 @@ class Sampler {
     script_ = std::move(ids);
     scripted_ = 0;
   }
+  // The next sample comes from the script (constraints do not apply to it).
+  bool scripted() const { return scripted_ < script_.size(); }
 
  private:
   std::mt19937_64 rng_;

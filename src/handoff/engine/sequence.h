@@ -27,7 +27,9 @@ struct Sequence {
         sampler(request.seed),
         tokens(request.prompt),
         prompt_len(static_cast<int64_t>(request.prompt.size())),
-        pending_forks(request.n - 1) {}
+        pending_forks(request.n - 1) {
+    if (request.tool_call_grammar) grammar.emplace(*request.tool_call_grammar);
+  }
 
   uint64_t id;          // arrival order: a larger id is younger
   uint64_t request_id;  // the leader's id, shared by the choices forked from it (cancel)
@@ -43,6 +45,8 @@ struct Sequence {
   int pending_forks;  // choices still to be forked from this one (at its first sample)
 
   PenaltyState penalties;
+  // Where the output is in its forced tool call's grammar (empty: unconstrained).
+  std::optional<text::ToolCallGrammarState> grammar;
   std::unique_ptr<text::StreamDecoder> decoder;  // null without a tokenizer
   std::string held_text;  // decoded text not yet emitted (it may begin a stop string)
   bool finished = false;

@@ -43,10 +43,16 @@ json ChatOutput::call_deltas(const text::ParsedOutput& out) {
                         {"type", "function"},
                         {"function", {{"name", d.name}, {"arguments", ""}}}});
     }
-    if (!d.arguments.empty() && d.index < calls_.size()) {
-      calls_[d.index]["function"]["arguments"] = d.arguments;
-      any_complete_call_ = true;
+    if (d.index >= calls_.size()) continue;
+    if (!d.arguments.empty()) {
+      // Clients concatenate the pieces of function.arguments.
+      calls_[d.index]["function"]["arguments"].get_ref<std::string&>() += d.arguments;
       deltas.push_back({{"index", d.index}, {"function", {{"arguments", d.arguments}}}});
+    }
+    if (d.end) {
+      complete_.resize(calls_.size(), false);
+      complete_[d.index] = true;
+      any_complete_call_ = true;
     }
   }
   return deltas;
@@ -69,10 +75,10 @@ json ChatOutput::message(const std::string& text) {
   text::ParsedOutput out = parser_->push(text);
   out.append(parser_->finish());
   call_deltas(out);
-  // Only calls whose arguments came (a cut-off call's text is in the content).
+  // Only complete calls (a cut-off call's text is in the content).
   json calls = json::array();
-  for (const auto& c : calls_)
-    if (!c["function"]["arguments"].get_ref<const std::string&>().empty()) calls.push_back(c);
+  for (size_t i = 0; i < calls_.size() && i < complete_.size(); ++i)
+    if (complete_[i]) calls.push_back(calls_[i]);
   json message = {
       {"role", "assistant"},
       {"content", out.content.empty() && !calls.empty() ? json(nullptr) : json(out.content)}};

@@ -37,7 +37,8 @@ class ChatOutput {
 
   std::unique_ptr<text::ChatOutputParser> parser_;
   bool reasoning_ = false;
-  std::vector<nlohmann::json> calls_;  // complete message form, in order
+  std::vector<nlohmann::json> calls_;  // message form, in order, arguments as far as streamed
+  std::vector<bool> complete_;         // per call: its last delta came
   bool any_complete_call_ = false;
   std::mt19937_64 rng_;
 };

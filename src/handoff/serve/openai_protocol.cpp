@@ -6,6 +6,7 @@
 
 #include "handoff/serve/chat_output.h"
 #include "handoff/serve/tool_request.h"
+#include "handoff/text/tool_call_grammar.h"
 
 namespace handoff::serve {
 namespace {
@@ -333,6 +334,18 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
       bad("messages", fmt::format("the chat template failed: {}", e.what()));
     }
     p.starts_in_reasoning = text::prompt_opens_reasoning(rendered);
+    if (!p.forced_tools.empty()) {
+      // Enforced by constrained decoding: the output is one call in the template's format (a
+      // thinking block the prompt opened is closed first, so the call is in the answer).
+      const bool close_thinking =
+          p.starts_in_reasoning && p.reasoning_format != text::ReasoningFormat::kNone;
+      try {
+        r.tool_call_grammar = text::ToolCallGrammar::make(p.tool_format, p.forced_tools,
+                                                          close_thinking ? "</think>" : "");
+      } catch (const InputError& e) {
+        bad("tool_choice", e.what());
+      }
+    }
     // The template writes the BOS itself (add_special_tokens adds the tokenizer's as well).
     check_text_bytes(rendered.size(), "messages", ctx);
     r.prompt = ctx.tokenizer->encode(rendered, boolean(body, "add_special_tokens", false));

@@ -34,6 +34,9 @@ struct ParsedRequest {
   nlohmann::json tools;
   text::ReasoningFormat reasoning_format = text::ReasoningFormat::kNone;
   bool starts_in_reasoning = false;
+  // tool_choice "required" (every declared function) or a named function: the functions the
+  // forced call may name, in declaration order. Empty: the model need not call a tool.
+  std::vector<std::string> forced_tools;
 };
 
 struct ProtocolContext {

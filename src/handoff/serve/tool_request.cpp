@@ -119,6 +119,7 @@ void parse_tools_and_kwargs(const json& body, const nlohmann::ordered_json& orde
         bad("tool_choice", fmt::format("tool_choice names function '{}', which is not in 'tools'",
                                        name->get<std::string>()));
       choice = "function";
+      p.forced_tools = {name->get<std::string>()};
     } else {
       bad("tool_choice", "'tool_choice' must be a string or an object");
     }
@@ -133,6 +134,8 @@ void parse_tools_and_kwargs(const json& body, const nlohmann::ordered_json& orde
     p.tool_format = ctx.tool_format;
     p.tools = *tools;
   }
+  if (choice == "required")
+    for (const json& t : *tools) p.forced_tools.push_back(t["function"]["name"].get<std::string>());
   p.reasoning_format = ctx.reasoning_format;
 
   if (const json* kwargs = member(body, "chat_template_kwargs")) {

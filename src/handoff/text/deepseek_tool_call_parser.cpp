@@ -3,6 +3,8 @@
 // fences the arguments as a json code block).
 #include "handoff/text/deepseek_tool_call_parser.h"
 
+#include <algorithm>
+
 namespace handoff::text {
 namespace {
 
@@ -39,6 +41,7 @@ class DeepSeekParser : public tool_scan::BlockParser {
     if (auto step = tool_scan::block_end_or_call(c, kCallsEnd, kCallBegin)) return *step;
     std::string head;
     if (c.until(kSep, head) != Match::kYes) return {};
+    const size_t body_start = c.pos;
     std::string body;
     const bool complete = c.until(kCallEnd, body) == Match::kYes;
     std::string name;
@@ -53,13 +56,40 @@ class DeepSeekParser : public tool_scan::BlockParser {
       if (complete) body = newline == std::string_view::npos ? "" : body.substr(newline + 1);
     }
     if (name.empty()) return {Step::kInvalid};
-    if (!complete) return {Step::kNeedMore, 0, name, ""};
+    if (!complete) {
+      std::string_view rest = s.substr(body_start);
+      if (!v31_) rest.remove_prefix(std::min(rest.size(), rest.find('\n') + 1));
+      return {Step::kNeedMore, 0, name, partial_arguments(rest)};
+    }
     std::string arguments = v31_ ? std::string(trim(body)) : unfence(body);
     if (arguments.empty()) arguments = "{}";
     return {Step::kCall, c.pos, name, arguments};
   }
 
  private:
+  // The certain prefix of the arguments of an unfinished call, from the text after the name:
+  // what unfence / trim will keep of it whatever follows (the end that could begin the end
+  // marker, trailing whitespace and, for V3, backticks that could be the closing fence, wait).
+  std::string partial_arguments(std::string_view body) const {
+    body.remove_suffix(tool_scan::partial_suffix(body, kCallEnd));
+    body = trim(body);
+    if (!v31_) {
+      constexpr std::string_view kFence = "```json";
+      if (body.substr(0, kFence.size()) == kFence)
+        body.remove_prefix(kFence.size());
+      else if (kFence.substr(0, body.size()) == body)
+        return "";  // could still become the opening fence
+      else if (body.substr(0, 3) == "```")
+        body.remove_prefix(3);
+      body = trim(body);
+      while (!body.empty() && body.back() == '`') {
+        body.remove_suffix(1);
+        body = trim(body);
+      }
+    }
+    return std::string(body);
+  }
+
   bool v31_;
 };
 

@@ -25,33 +25,39 @@ class DsmlParser : public tool_scan::BlockParser {
     std::string name;
     if (c.until("\">", name) != Match::kYes) return {};
     if (name.empty()) return {Step::kInvalid};
-    const Step more{Step::kNeedMore, 0, name, ""};
     nlohmann::ordered_json arguments = nlohmann::ordered_json::object();
+    // An unfinished call: its name, and its arguments as far as they are certain (a string
+    // value streams as it is written).
+    const auto more = [&](const std::string* key = nullptr, std::string_view value = {}) {
+      return Step{Step::kNeedMore, 0, name,
+                  tool_scan::partial_object(arguments, key, value, kParamEnd)};
+    };
     while (true) {
       c.skip_space();
-      if (c.at_end()) return more;
+      if (c.at_end()) return more();
       const Match end = c.literal(kInvokeEnd);
       if (end == Match::kYes) break;
-      if (end == Match::kPartial) return more;
+      if (end == Match::kPartial) return more();
       const Match param = c.literal(kParamBegin);
-      if (param == Match::kPartial) return more;
+      if (param == Match::kPartial) return more();
       if (param == Match::kNo) return {Step::kInvalid};
       std::string key, kind, value;
-      if (c.until("\" string=\"", key) != Match::kYes) return more;
-      if (c.until("\">", kind) != Match::kYes) return more;
-      if (c.until(kParamEnd, value) != Match::kYes) return more;
+      if (c.until("\" string=\"", key) != Match::kYes) return more();
+      if (c.until("\">", kind) != Match::kYes) return more();
+      if (c.until(kParamEnd, value) != Match::kYes)
+        return kind == "true" ? more(&key, s.substr(c.pos)) : more();
+      if (kind != "true" && kind != "false") return {Step::kInvalid};
+      // A parameter given twice keeps its first value (what was streamed of it stays true).
+      if (arguments.contains(key)) continue;
       if (kind == "true") {
         arguments[key] = value;
-      } else if (kind == "false") {
+      } else {
         // JSON as the format asks; a value that is not JSON is kept as the string written.
         arguments[key] = nlohmann::ordered_json::parse(value, nullptr, false);
         if (arguments[key].is_discarded()) arguments[key] = value;
-      } else {
-        return {Step::kInvalid};
       }
     }
-    return {Step::kCall, c.pos, name,
-            arguments.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+    return {Step::kCall, c.pos, name, tool_scan::dump_object(arguments)};
   }
 };
 

@@ -57,26 +57,35 @@ class GlmParser : public tool_scan::BlockParser {
     const std::string name(trim(rest.substr(0, name_end)));
     if (name.empty()) return {Step::kInvalid};
     c.pos += name_end;
-    const Step more{Step::kNeedMore, 0, name, ""};
     nlohmann::ordered_json arguments = nlohmann::ordered_json::object();
+    // An unfinished call: its name, and its arguments as far as they are certain (the value of
+    // a string parameter streams as it is written; other values may turn out JSON or text).
+    const auto more = [&](const std::string* key = nullptr, std::string_view value = {}) {
+      return Step{Step::kNeedMore, 0, name,
+                  tool_scan::partial_object(arguments, key, value, kValueEnd)};
+    };
     while (true) {
       c.skip_space();
-      if (c.at_end()) return more;
+      if (c.at_end()) return more();
       const Match end = c.literal(kCallEnd);
       if (end == Match::kYes) break;
-      if (end == Match::kPartial) return more;
+      if (end == Match::kPartial) return more();
       const Match key_begin = c.literal(kKeyBegin);
-      if (key_begin == Match::kPartial) return more;
+      if (key_begin == Match::kPartial) return more();
       if (key_begin == Match::kNo) return {Step::kInvalid};
       std::string key, value;
-      if (c.until(kKeyEnd, key) != Match::kYes) return more;
+      if (c.until(kKeyEnd, key) != Match::kYes) return more();
+      key = std::string(trim(key));
       c.skip_space();
       const Match value_begin = c.literal(kValueBegin);
       if (value_begin != Match::kYes)
-        return value_begin == Match::kNo ? Step{Step::kInvalid} : more;
-      if (c.until(kValueEnd, value) != Match::kYes) return more;
-      key = std::string(trim(key));
-      if (!string_params_.count({name, key})) {
+        return value_begin == Match::kNo ? Step{Step::kInvalid} : more();
+      const bool text = string_params_.count({name, key}) > 0;
+      if (c.until(kValueEnd, value) != Match::kYes)
+        return text ? more(&key, s.substr(c.pos)) : more();
+      // A parameter given twice keeps its first value (what was streamed of it stays true).
+      if (arguments.contains(key)) continue;
+      if (!text) {
         auto parsed = nlohmann::ordered_json::parse(value, nullptr, false);
         if (!parsed.is_discarded()) {
           arguments[key] = std::move(parsed);
@@ -85,8 +94,7 @@ class GlmParser : public tool_scan::BlockParser {
       }
       arguments[key] = value;
     }
-    return {Step::kCall, c.pos, name,
-            arguments.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)};
+    return {Step::kCall, c.pos, name, tool_scan::dump_object(arguments)};
   }
 
  private:

@@ -18,11 +18,13 @@
 namespace handoff::text {
 
 // One step of a streamed tool call. A call's first delta carries its name, as soon as the name
-// is complete; its arguments (JSON object text) follow in one delta once the call is complete.
+// is complete; its arguments (JSON object text) follow in pieces as the model writes them, which
+// concatenated are the call's whole arguments; its last delta has `end` set.
 struct ToolCallDelta {
   size_t index = 0;       // the call's position in the response, from 0
   std::string name;       // non-empty on the call's first delta only
-  std::string arguments;  // non-empty on the call's last delta only
+  std::string arguments;  // the next piece of the arguments (may be empty)
+  bool end = false;       // the call is complete (a call cut short never ends)
 };
 
 // What a piece of model output became: text for the user, reasoning, tool-call steps.

@@ -58,6 +58,36 @@ std::optional<Step> block_end_or_call(Cursor& c, std::string_view block_end,
   return std::nullopt;
 }
 
+std::string dump_object(const nlohmann::ordered_json& object) {
+  return object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string partial_object(const nlohmann::ordered_json& done, const std::string* key,
+                           std::string_view value, std::string_view value_end) {
+  const bool pending = key != nullptr && !done.contains(*key);
+  if (done.empty() && !pending) return "";
+  std::string out = dump_object(done);
+  out.pop_back();  // the closing brace: more may follow
+  if (!pending) return out;
+  value.remove_suffix(partial_suffix(value, value_end));
+  // An unfinished UTF-8 character waits for its other bytes.
+  for (size_t back = 1; back <= 3 && back <= value.size(); ++back) {
+    const auto c = static_cast<unsigned char>(value[value.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;
+    const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (need > back) value.remove_suffix(back);
+    break;
+  }
+  if (!done.empty()) out += ',';
+  out += nlohmann::json(*key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out += ':';
+  std::string text =
+      nlohmann::json(std::string(value)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  text.pop_back();  // the closing quote
+  out += text;
+  return out;
+}
+
 void BlockParser::emit_content(std::string_view text, ParsedOutput& out) {
   if (after_block_) {
     // The whitespace after a call block is not content either.
@@ -111,15 +141,23 @@ void BlockParser::run(ParsedOutput& out) {
     switch (step.kind) {
       case Step::kNeedMore:
         if (!step.name.empty() && !name_sent_) {
-          out.calls.push_back({calls_, std::move(step.name), ""});
+          out.calls.push_back({calls_, std::move(step.name), "", false});
           name_sent_ = true;
+        }
+        // The arguments as far as they are certain (a prefix of the final text).
+        if (name_sent_ && step.arguments.size() > args_sent_) {
+          out.calls.push_back({calls_, "", step.arguments.substr(args_sent_), false});
+          args_sent_ = step.arguments.size();
         }
         return;
       case Step::kCall:
-        if (!name_sent_) out.calls.push_back({calls_, std::move(step.name), ""});
-        out.calls.push_back({calls_, "", std::move(step.arguments)});
+        if (!name_sent_) out.calls.push_back({calls_, std::move(step.name), "", false});
+        out.calls.push_back(
+            {calls_, "", step.arguments.size() > args_sent_ ? step.arguments.substr(args_sent_) : "",
+             true});
         ++calls_;
         name_sent_ = false;
+        args_sent_ = 0;
         block_untouched_ = false;
         buffer_.erase(0, ws + step.consumed);
         continue;

@@ -1,6 +1,7 @@
 #pragma once
 // Internal to the tool-call parsers: matching markers against text that may still be growing,
 // and the shared streaming machinery (content until a call block starts, then calls).
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,8 +38,18 @@ struct Step {
   enum Kind { kNeedMore, kCall, kEnd, kInvalid } kind = kNeedMore;
   size_t consumed = 0;    // kCall, kEnd: bytes of the block text used
   std::string name;       // kCall; kNeedMore once the name is complete
-  std::string arguments;  // kCall: JSON object text
+  // kCall: JSON object text. kNeedMore: a prefix of what it will be (the part that is certain).
+  std::string arguments;
 };
+
+// The arguments object's text so far, a prefix of its final dump (`done`, compact, as dump_object
+// writes it): the complete parameters, then, when `key` is given and new, the string value being
+// written. Of `value` the end that could begin `value_end` and an unfinished UTF-8 character are
+// held back. Empty while there is nothing but the opening brace.
+std::string partial_object(const nlohmann::ordered_json& done, const std::string* key,
+                           std::string_view value, std::string_view value_end);
+// The final arguments text of a parameter-list format (DSML, GLM).
+std::string dump_object(const nlohmann::ordered_json& object);
 
 // At the front of a call block: its end (a kEnd step), or the opening of its next call (nullopt:
 // the caller parses the call after it); a partial marker needs more text, anything else is
@@ -76,6 +87,7 @@ class BlockParser : public ToolCallParser {
   bool block_untouched_ = false;  // no call of this block parsed yet (the marker is still owed)
   size_t calls_ = 0;
   bool name_sent_ = false;
+  size_t args_sent_ = 0;  // bytes of the current call's arguments already sent
 };
 
 }  // namespace handoff::text::tool_scan
