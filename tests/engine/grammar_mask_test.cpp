@@ -23,16 +23,15 @@ using text::ToolCallGrammarState;
 
 class GrammarMask : public ::testing::Test {
  protected:
+  // Loaded once for the suite (the 129K-token table takes a while to build).
   static void SetUpTestSuite() {
     if (!std::filesystem::exists(testing::deepseek_v3_dir() / "tokenizer.json")) return;
-    tokenizer_ = text::Tokenizer::load(testing::deepseek_v3_dir().string()).release();
-    table_ = new TokenTable(*tokenizer_);
+    tokenizer_ = text::Tokenizer::load(testing::deepseek_v3_dir().string());
+    table_ = std::make_unique<TokenTable>(*tokenizer_);
   }
   static void TearDownTestSuite() {
-    delete table_;
-    delete tokenizer_;
-    table_ = nullptr;
-    tokenizer_ = nullptr;
+    table_.reset();
+    tokenizer_.reset();
   }
   void SetUp() override {
     if (!testing::require_node_modules()) GTEST_SKIP();
@@ -45,12 +44,12 @@ class GrammarMask : public ::testing::Test {
   }
   bool allows(int32_t token) const { return allowed_[static_cast<size_t>(token)] != 0; }
 
-  static text::Tokenizer* tokenizer_;
-  static TokenTable* table_;
+  static std::unique_ptr<text::Tokenizer> tokenizer_;
+  static std::unique_ptr<TokenTable> table_;
   std::vector<uint8_t> allowed_;
 };
-text::Tokenizer* GrammarMask::tokenizer_ = nullptr;
-TokenTable* GrammarMask::table_ = nullptr;
+std::unique_ptr<text::Tokenizer> GrammarMask::tokenizer_;
+std::unique_ptr<TokenTable> GrammarMask::table_;
 
 TEST_F(GrammarMask, TableGroupsEveryTokenByItsFirstByte) {
   size_t grouped = 0;
@@ -65,12 +64,17 @@ TEST_F(GrammarMask, TableGroupsEveryTokenByItsFirstByte) {
   }
   EXPECT_GT(grouped, 128000u);
   EXPECT_EQ(table_->bytes(id("hello")), "hello");
-  EXPECT_TRUE(table_->special(*tokenizer_->eos_id()));
+  EXPECT_TRUE(table_->added(*tokenizer_->eos_id()));
 }
 
 TEST_F(GrammarMask, AllowsExactlyTheTokensThatFit) {
-  auto g = ToolCallGrammar::make(ToolCallFormat::kDeepSeekV3, {"get_weather", "get_time"}, "");
+  auto g = ToolCallGrammar::make(ToolCallFormat::kDeepSeekV3, {"get_weather", "get_time"}, "",
+                                 tokenizer_.get());
   ToolCallGrammarState s(*g);
+  // Costs count tokens: the markers are one token each, not 25 bytes.
+  const size_t bytes = s.completion().size();
+  EXPECT_LT(s.completion_cost(), bytes / 4) << bytes;
+  EXPECT_GE(s.completion_cost(), 10u);
   const int32_t calls_begin = *tokenizer_->token_id("<｜tool▁calls▁begin｜>");
   ASSERT_GT(allowed_tokens(*table_, s, 0, allowed_), 0);
   EXPECT_TRUE(allows(calls_begin));  // the format's own token
@@ -83,7 +87,7 @@ TEST_F(GrammarMask, AllowsExactlyTheTokensThatFit) {
     const bool fits = !table_->bytes(t).empty() && c.feed(table_->bytes(t));
     if (allows(t)) {
       EXPECT_TRUE(fits) << t;
-    } else if (!table_->special(t)) {
+    } else if (!table_->added(t)) {
       EXPECT_FALSE(fits) << t;
     }
   }
@@ -100,13 +104,13 @@ TEST_F(GrammarMask, AllowsExactlyTheTokensThatFit) {
   EXPECT_TRUE(allows(id("is")));
   EXPECT_TRUE(allows(id("\"}")));
   EXPECT_FALSE(allows(*tokenizer_->eos_id()));
-  EXPECT_FALSE(allows(calls_begin));  // special tokens only as the format's literals
+  EXPECT_FALSE(allows(calls_begin));  // markers only as the format's literals
   EXPECT_FALSE(allows(*tokenizer_->token_id("<｜tool▁call▁end｜>")));
   EXPECT_FALSE(allows(id("\n")));  // a raw newline is not JSON string text
 
   // The length bound: with as many tokens left as the completion has bytes (plus this one),
   // only tokens that keep the completion within the rest are allowed.
-  const size_t need = s.completion_length();
+  const size_t need = s.completion_cost();
   allowed_tokens(*table_, s, static_cast<int64_t>(need), allowed_);
   int64_t bounded = 0;
   for (int32_t t = 0; t < table_->vocab_size(); ++t) {
@@ -114,7 +118,7 @@ TEST_F(GrammarMask, AllowsExactlyTheTokensThatFit) {
     ++bounded;
     ToolCallGrammarState c = s;
     ASSERT_TRUE(c.feed(table_->bytes(t)));
-    EXPECT_LE(c.completion_length(), need - 1) << table_->bytes(t);
+    EXPECT_LE(c.completion_cost(), need - 1) << table_->bytes(t);
   }
   EXPECT_GT(bounded, 0);
   EXPECT_LT(bounded, in_string);
@@ -132,11 +136,11 @@ TEST_F(GrammarMask, RandomLogitsAlwaysGiveACallWithinTheBudget) {
   int64_t mask_calls = 0;
   for (ToolCallFormat f : {ToolCallFormat::kDeepSeekV3, ToolCallFormat::kDeepSeekV31,
                            ToolCallFormat::kDeepSeekV32, ToolCallFormat::kGlm45}) {
-    auto g = ToolCallGrammar::make(f, names, "");
+    auto g = ToolCallGrammar::make(f, names, "", tokenizer_.get());
     for (int trial = 0; trial < 2; ++trial) {
-      // Above the longest shortest call (DSML's, 100 bytes), so the bound always holds.
-      const int64_t max_tokens = 110 + 40 * trial;
       ToolCallGrammarState s(*g);
+      // Just enough for the shortest call, then some room for arguments.
+      const int64_t max_tokens = static_cast<int64_t>(s.completion_cost()) + 2 + 30 * trial;
       Sampler sampler(static_cast<uint64_t>(trial));
       SamplingParams params;
       params.temperature = trial % 2 == 0 ? 0.0f : 1.0f;
@@ -175,6 +179,38 @@ TEST_F(GrammarMask, RandomLogitsAlwaysGiveACallWithinTheBudget) {
   std::printf("grammar mask: %.3f ms per step over %lld steps (vocab %d)\n",
               1e3 * mask_seconds / static_cast<double>(mask_calls),
               static_cast<long long>(mask_calls), table_->vocab_size());
+}
+
+// What one mask costs at characteristic points of a call (median of 15; printed for the README,
+// asserted only loosely: the machine may be loaded).
+TEST_F(GrammarMask, CostPerStep) {
+  auto g = ToolCallGrammar::make(ToolCallFormat::kDeepSeekV3, {"get_weather", "get_time"}, "",
+                                 tokenizer_.get());
+  const std::pair<const char*, std::string> points[] = {
+      {"opening marker", ""},
+      {"function name", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get"},
+      {"JSON structure", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n"
+                         "```json\n{\"city\": 12, "},
+      {"JSON string", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n"
+                      "```json\n{\"city\": \"Par"},
+  };
+  for (const auto& [what, prefix] : points) {
+    ToolCallGrammarState s(*g);
+    ASSERT_TRUE(s.feed(prefix)) << what;
+    std::vector<double> ms;
+    int64_t n = 0;
+    for (int rep = 0; rep < 15; ++rep) {
+      const auto t0 = std::chrono::steady_clock::now();
+      n = allowed_tokens(*table_, s, 1000, allowed_);
+      ms.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("grammar mask at %-15s %7.3f ms (%lld of %d tokens allowed)\n", what, ms[7],
+                static_cast<long long>(n), table_->vocab_size());
+    EXPECT_GT(n, 0);
+    EXPECT_LT(ms[7], 200.0) << what;
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <cmath>
 #include <random>
 #include <string>
 
@@ -85,6 +86,8 @@ TEST(JsonPrefix, RefusesTheFirstUnfixableByte) {
       {"{\"a\":\"\xE2\x82\"}", 8},         // a character cut short
       {"{\"a\":\"\x80\"}", 6},             // a stray continuation byte
       {"{1:2}", 1},                        // a key that is not a string
+      {"{\"a\":1e123}", 9},                  // an exponent that could overflow a double
+      {"{\"a\":-2.5E+999}", 13},
   };
   for (const auto& [text, at] : cases) {
     JsonPrefix p(true);
@@ -113,6 +116,12 @@ TEST(JsonPrefix, TopLevelNumberEndsWhereItCannotGoOn) {
   EXPECT_TRUE(p.feed('.'));
   EXPECT_FALSE(p.complete());
   EXPECT_EQ(p.completion(), "0");
+  // Integer parts stop at 200 digits (with a two-digit exponent, every number is a finite
+  // double).
+  JsonPrefix big(false);
+  EXPECT_EQ(refused_at(big, "-" + std::string(200, '9') + "9"), 201u);
+  EXPECT_TRUE(big.feed(std::string(".5e+99")));
+  EXPECT_TRUE(std::isfinite(nlohmann::json::parse("-" + std::string(200, '9') + ".5e+99").get<double>()));
 }
 
 TEST(JsonPrefix, GuardTextNeverAppears) {

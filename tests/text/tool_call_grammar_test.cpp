@@ -53,7 +53,7 @@ TEST(ToolCallGrammar, ShortestCallParses) {
     auto g = ToolCallGrammar::make(f, kNames, "");
     ToolCallGrammarState s(*g);
     const std::string text = s.completion();
-    EXPECT_EQ(text.size(), s.completion_length());
+    EXPECT_EQ(text.size(), s.completion_cost());
     expect_one_call(f, text, false, {"get"});  // the shortest name
     ASSERT_TRUE(s.feed(text)) << text;
     EXPECT_TRUE(s.done());
@@ -76,11 +76,13 @@ TEST(ToolCallGrammar, ShortestCallParses) {
        "</arg_key><arg_value>3</arg_value></tool_call>"},
   };
   for (const auto& [f, text] : canonical) {
-    ToolCallGrammarState s(*ToolCallGrammar::make(f, {"get_weather"}, ""));
+    const auto grammar = ToolCallGrammar::make(f, {"get_weather"}, "");
+    ToolCallGrammarState s(*grammar);
     EXPECT_TRUE(s.feed(text)) << text;
     EXPECT_TRUE(s.done()) << text;
     // A name that is not allowed is refused where it departs from the allowed ones.
-    ToolCallGrammarState other(*ToolCallGrammar::make(f, {"get_time"}, ""));
+    const auto other_grammar = ToolCallGrammar::make(f, {"get_time"}, "");
+    ToolCallGrammarState other(*other_grammar);
     EXPECT_FALSE(other.feed(text)) << text;
   }
 }
@@ -144,7 +146,7 @@ TEST(ToolCallGrammar, RandomWalksParseIntoOneCall) {
           }
           ASSERT_TRUE(s.feed(pick));
           text += static_cast<char>(pick);
-          ASSERT_EQ(s.completion().size(), s.completion_length()) << text;
+          ASSERT_EQ(s.completion().size(), s.completion_cost()) << text;
         }
         const std::string completion = s.completion();
         ASSERT_TRUE(s.feed(completion)) << text << " + " << completion;

@@ -7,7 +7,9 @@ namespace handoff::engine {
 TokenTable::TokenTable(const text::Tokenizer& tokenizer) {
   const int32_t n = tokenizer.vocab_size();
   bytes_.resize(static_cast<size_t>(n));
-  special_.assign(static_cast<size_t>(n), 0);
+  added_.assign(static_cast<size_t>(n), 0);
+  for (const auto& t : tokenizer.added_tokens())
+    if (t.id >= 0 && t.id < n) added_[static_cast<size_t>(t.id)] = 1;
   std::array<uint32_t, 256> count{};
   for (int32_t id = 0; id < n; ++id) {
     try {
@@ -15,9 +17,19 @@ TokenTable::TokenTable(const text::Tokenizer& tokenizer) {
     } catch (const std::exception&) {
       continue;  // a gap in the ids: no bytes, never allowed
     }
-    special_[static_cast<size_t>(id)] = tokenizer.is_special(id) ? 1 : 0;
     if (!bytes_[static_cast<size_t>(id)].empty())
       ++count[static_cast<uint8_t>(bytes_[static_cast<size_t>(id)][0])];
+  }
+  plain_.assign(static_cast<size_t>(n), 0);
+  for (int32_t id = 0; id < n; ++id) {
+    const std::string_view s = bytes_[static_cast<size_t>(id)];
+    if (s.empty() || added_[static_cast<size_t>(id)] != 0 || s.find('<') != std::string_view::npos)
+      continue;
+    text::JsonPrefix in_string;
+    bool ok = in_string.feed('"');
+    for (size_t i = 0; i < s.size() && ok; ++i)
+      ok = s[i] != '"' && s[i] != '\\' && in_string.feed(static_cast<uint8_t>(s[i]));
+    plain_[static_cast<size_t>(id)] = ok && in_string.in_plain_string() ? 1 : 0;
   }
   for (size_t b = 0; b < 256; ++b) start_[b + 1] = start_[b] + count[b];
   ids_.resize(start_[256]);
@@ -34,10 +46,30 @@ int64_t allowed_tokens(const TokenTable& table, const text::ToolCallGrammarState
                        int64_t budget, std::vector<uint8_t>& allowed) {
   std::fill(allowed.begin(), allowed.end(), uint8_t{0});
   int64_t count = 0;
-  // Bytes a token may still need to end the call after it: the tokens left after it, one byte
-  // each at worst.
+  // What ending the call may cost after this token: the tokens left after it.
   const size_t room = budget > 0 ? static_cast<size_t>(budget - 1) : SIZE_MAX;
   const bool literal_now = state.in_literal();
+  if (state.in_plain_text()) {
+    // Inside string text (most of a call's steps): plain tokens leave the state, and so the
+    // cost of ending, as they are; only the others need their bytes tried.
+    const uint8_t plain_ok = state.completion_cost() <= room ? 1 : 0;
+    for (int32_t id = 0; id < table.vocab_size(); ++id) {
+      if (table.plain(id)) {
+        allowed[static_cast<size_t>(id)] = plain_ok;
+        count += plain_ok;
+        continue;
+      }
+      const std::string_view s = table.bytes(id);
+      if (s.empty() || table.added(id)) continue;
+      text::ToolCallGrammarState st = state;
+      bool ok = true;
+      for (size_t i = 0; i < s.size() && ok; ++i) ok = st.feed(static_cast<uint8_t>(s[i]));
+      if (!ok || st.completion_cost() > room) continue;
+      allowed[static_cast<size_t>(id)] = 1;
+      ++count;
+    }
+    return count;
+  }
   for (int first = 0; first < 256; ++first) {
     const int32_t* begin = table.group_begin(static_cast<uint8_t>(first));
     const int32_t* end = table.group_end(static_cast<uint8_t>(first));
@@ -47,15 +79,15 @@ int64_t allowed_tokens(const TokenTable& table, const text::ToolCallGrammarState
     for (const int32_t* it = begin; it != end; ++it) {
       const int32_t id = *it;
       const std::string_view s = table.bytes(id);
-      const bool special = table.special(id);
-      if (special && !literal_now) continue;
+      const bool marker = table.added(id);
+      if (marker && !literal_now) continue;
       text::ToolCallGrammarState st = after_first;
       bool ok = true;
       for (size_t i = 1; i < s.size() && ok; ++i) {
-        if (special && !st.in_literal()) ok = false;
+        if (marker && !st.in_literal()) ok = false;
         else ok = st.feed(static_cast<uint8_t>(s[i]));
       }
-      if (!ok || st.completion_length() > room) continue;
+      if (!ok || st.completion_cost() > room) continue;
       allowed[static_cast<size_t>(id)] = 1;
       ++count;
     }

@@ -21,23 +21,28 @@ class TokenTable {
 
   int32_t vocab_size() const { return static_cast<int32_t>(bytes_.size()); }
   std::string_view bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
-  bool special(int32_t id) const { return special_[static_cast<size_t>(id)] != 0; }
+  // An added token (special or not): the tokenizer's markers.
+  bool added(int32_t id) const { return added_[static_cast<size_t>(id)] != 0; }
+  // Plain string text: whole UTF-8 characters, none of '"', '\\', '<' or a control character
+  // (what leaves a ToolCallGrammarState in_plain_text() unchanged).
+  bool plain(int32_t id) const { return plain_[static_cast<size_t>(id)] != 0; }
   // The ids whose bytes begin with `first` (ids without bytes are in no group).
   const int32_t* group_begin(uint8_t first) const { return ids_.data() + start_[first]; }
   const int32_t* group_end(uint8_t first) const { return ids_.data() + start_[first + 1u]; }
 
  private:
   std::vector<std::string_view> bytes_;
-  std::vector<uint8_t> special_;
+  std::vector<uint8_t> added_;
+  std::vector<uint8_t> plain_;
   std::vector<int32_t> ids_;
   std::array<uint32_t, 257> start_{};
 };
 
 // Sets allowed[id] (sized to the table's vocabulary) to 1 for each token that keeps `state`
-// within the grammar and leaves a completion of at most `budget - 1` bytes (`budget`: the tokens
-// left, this one included; every byte has a token, so that many tokens can always end the call),
-// 0 for the others; special tokens only where they stand for literal text. Returns how many are
-// allowed. A budget of 0 or less puts no length bound.
+// within the grammar and leaves a completion cost (ToolCallGrammarState::completion_cost) of at
+// most `budget - 1` (`budget`: the tokens left, this one included), 0 for the others. Added
+// tokens (markers) are allowed only where they spell the format's literal text, never inside
+// arguments. Returns how many are allowed. A budget of 0 or less puts no length bound.
 int64_t allowed_tokens(const TokenTable& table, const text::ToolCallGrammarState& state,
                        int64_t budget, std::vector<uint8_t>& allowed);
 

@@ -62,6 +62,7 @@ bool JsonPrefix::begin_value(uint8_t b) {
     default:
       if (b >= '1' && b <= '9') {
         mode_ = Mode::kInt;
+        digits_ = 1;
         return true;
       }
       return false;
@@ -201,6 +202,7 @@ bool JsonPrefix::step(uint8_t b) {
       }
       if (b >= '1' && b <= '9') {
         mode_ = Mode::kInt;
+        digits_ = 1;
         return true;
       }
       return false;
@@ -208,7 +210,13 @@ bool JsonPrefix::step(uint8_t b) {
     case Mode::kInt:
     case Mode::kFrac:
     case Mode::kExpDigits:
-      if (is_digit(b) && mode_ != Mode::kZero) return true;
+      if (is_digit(b) && mode_ != Mode::kZero) {
+        // Bounded so that the number stays a finite double (1e299 at most).
+        if (mode_ == Mode::kInt && digits_ >= 200) return false;
+        if (mode_ == Mode::kExpDigits && digits_ >= 2) return false;
+        if (mode_ != Mode::kFrac) ++digits_;
+        return true;
+      }
       if (b == '.' && (mode_ == Mode::kZero || mode_ == Mode::kInt)) {
         mode_ = Mode::kDot;
         return true;
@@ -235,6 +243,7 @@ bool JsonPrefix::step(uint8_t b) {
     case Mode::kExpSign:
       if (!is_digit(b)) return false;
       mode_ = Mode::kExpDigits;
+      digits_ = 1;
       return true;
     case Mode::kLiteral:
       if (b != static_cast<uint8_t>(kLiterals[literal_][literal_pos_])) return false;

@@ -1,6 +1,8 @@
 #pragma once
 // An incremental JSON validator over bytes: it accepts exactly the byte strings that are a
-// prefix of some valid JSON value (RFC 8259, UTF-8, no lone surrogates), and tells the length of
+// prefix of some valid JSON value (RFC 8259, UTF-8, no lone surrogates; numbers bounded so that
+// each is a finite double: at most 200 integer digits and a two-digit exponent, since common
+// parsers, nlohmann's among them, refuse numbers that overflow), and tells the length of
 // the shortest text that completes the value. Constrained decoding feeds it one token's bytes at
 // a time on a copy of its state, so the state is small, fixed-size and trivially copyable.
 #include <cstddef>
@@ -27,6 +29,9 @@ class JsonPrefix {
   // A whole value has been read and nothing can follow (a closed object, array, string or
   // literal).
   bool closed() const { return mode_ == Mode::kDone; }
+  // Inside a string, between characters, with no part of the guard matched: text free of '"',
+  // '\\', '<', control characters and broken UTF-8 leaves the state as it is.
+  bool in_plain_string() const { return mode_ == Mode::kString && guard_matched_ == 0; }
   // A whole value has been read (closed, or a top-level number that could still go on).
   bool complete() const;
   // The length of the shortest text that makes the value complete (0 when complete()).
@@ -76,6 +81,7 @@ class JsonPrefix {
   uint8_t utf8_lo_ = 0x80, utf8_hi_ = 0xBF;  // the range of the next continuation byte
   uint8_t literal_ = 0;      // 0 true, 1 false, 2 null
   uint8_t literal_pos_ = 0;
+  uint8_t digits_ = 0;       // digits of the integer part / the exponent so far
   uint8_t guard_len_ = 0;
   uint8_t guard_matched_ = 0;
   uint64_t stack_ = 0;  // bit i: level i is an object (1) or an array (0)

@@ -101,6 +101,7 @@ Tokenizer::Tokenizer(const nlohmann::json& tokenizer_json, const nlohmann::json&
         if (id_special_.size() <= static_cast<size_t>(token.id)) id_special_.resize(token.id + 1);
         id_special_[token.id] = true;
       }
+      added_ids_.emplace(token.content, token.id);
       added.push_back(std::move(token));
     }
     added_ = std::make_unique<AddedTokenMatcher>(std::move(added));
@@ -131,8 +132,8 @@ Tokenizer::Tokenizer(const nlohmann::json& tokenizer_json, const nlohmann::json&
 }
 
 std::optional<int32_t> Tokenizer::token_id(std::string_view content) const {
-  for (const auto& t : added_->tokens())
-    if (t.content == content) return t.id;
+  if (const auto it = added_ids_.find(std::string(content)); it != added_ids_.end())
+    return it->second;
   const int32_t id = model_->find(content);
   if (id >= 0) return id;
   return std::nullopt;

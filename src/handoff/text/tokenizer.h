@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "handoff/text/added_tokens.h"
@@ -37,6 +38,9 @@ class Tokenizer {
     return id >= 0 && static_cast<size_t>(id) < id_special_.size() && id_special_[id];
   }
 
+  // The added tokens (special or not: BOS, EOS, chat and tool-call markers).
+  const std::vector<AddedToken>& added_tokens() const { return added_->tokens(); }
+
   int32_t vocab_size() const { return static_cast<int32_t>(id_bytes_.size()); }
   std::optional<int32_t> bos_id() const { return bos_id_; }
   std::optional<int32_t> eos_id() const { return eos_id_; }
@@ -54,6 +58,7 @@ class Tokenizer {
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::unique_ptr<BpeModel> model_;
   std::unique_ptr<AddedTokenMatcher> added_;
+  std::unordered_map<std::string, int32_t> added_ids_;  // content -> id (the first listed)
   std::vector<std::string> id_bytes_;
   std::vector<bool> id_known_;
   std::vector<bool> id_special_;

@@ -55,11 +55,28 @@ std::string control_bytes() {
   return s;
 }
 
+// The fewest tokens that spell text[i..] for each i: every byte is a token of byte-level BPE,
+// and longer pieces where the vocabulary (or an added token) has them.
+std::vector<uint16_t> spell_costs(const std::string& text, const Tokenizer* tokenizer) {
+  constexpr size_t kLongestPiece = 64;
+  std::vector<uint16_t> cost(text.size() + 1, 0);
+  for (size_t i = text.size(); i-- > 0;) {
+    size_t best = cost[i + 1] + 1u;
+    if (tokenizer != nullptr)
+      for (size_t j = i + 2; j <= text.size() && j - i <= kLongestPiece; ++j)
+        if (cost[j] + 1u < best && tokenizer->token_id(std::string_view(text).substr(i, j - i)))
+          best = cost[j] + 1u;
+    cost[i] = static_cast<uint16_t>(std::min<size_t>(best, UINT16_MAX));
+  }
+  return cost;
+}
+
 }  // namespace
 
 std::shared_ptr<const ToolCallGrammar> ToolCallGrammar::make(ToolCallFormat format,
                                                              const std::vector<std::string>& names,
-                                                             const std::string& leading) {
+                                                             const std::string& leading,
+                                                             const Tokenizer* tokenizer) {
   if (names.empty() || names.size() > kMaxAlternatives)
     fail_input("a forced tool call needs 1 to {} function names, got {}", kMaxAlternatives,
                names.size());
@@ -114,11 +131,16 @@ std::shared_ptr<const ToolCallGrammar> ToolCallGrammar::make(ToolCallFormat form
     case ToolCallFormat::kNone:
       fail_input("tool_choice \"required\" or a named function needs a tool-call format");
   }
-  return std::shared_ptr<const ToolCallGrammar>(new ToolCallGrammar(std::move(g)));
+  return std::shared_ptr<const ToolCallGrammar>(new ToolCallGrammar(std::move(g), tokenizer));
 }
 
-ToolCallGrammar::ToolCallGrammar(std::vector<Node> nodes) : nodes_(std::move(nodes)) {
-  for (const auto& n : nodes_) {
+ToolCallGrammar::ToolCallGrammar(std::vector<Node> nodes, const Tokenizer* tokenizer)
+    : nodes_(std::move(nodes)) {
+  for (auto& n : nodes_) {
+    if (n.kind == Node::kLiterals)
+      for (const auto& lit : n.literals) n.costs.push_back(spell_costs(lit, tokenizer));
+    else if (n.kind == Node::kText)
+      n.costs.push_back(spell_costs(n.terminator, tokenizer));
     // A free text's matcher restarts on the terminator's first byte: it must not recur.
     if (n.kind == Node::kText && !n.strict &&
         n.terminator.find(n.terminator[0], 1) != std::string::npos)
@@ -142,13 +164,13 @@ ToolCallGrammar::ToolCallGrammar(std::vector<Node> nodes) : nodes_(std::move(nod
       size_t alt = 0;
       if (n.kind == Node::kLiterals) {
         for (size_t a = 0; a < n.literals.size(); ++a) {
-          const size_t l = n.literals[a].size() + len(n.next_of[a]);
+          const size_t l = n.costs[a][0] + len(n.next_of[a]);
           if (l < best) best = l, alt = a;
         }
       } else if (n.kind == Node::kJson) {
         best = (n.object_only ? 2 : 1) + len(n.next);
       } else {
-        best = n.terminator.size() + len(n.next);
+        best = n.costs[0][0] + len(n.next);
       }
       if (best < min_length_[i]) {
         min_length_[i] = best;
@@ -179,6 +201,14 @@ void ToolCallGrammarState::enter(int node) {
 bool ToolCallGrammarState::in_literal() const {
   return node_ >= 0 &&
          grammar_->nodes()[static_cast<size_t>(node_)].kind == ToolCallGrammar::Node::kLiterals;
+}
+
+bool ToolCallGrammarState::in_plain_text() const {
+  if (node_ < 0) return false;
+  const auto& n = grammar_->nodes()[static_cast<size_t>(node_)];
+  if (n.kind == ToolCallGrammar::Node::kJson) return json_.in_plain_string();
+  return n.kind == ToolCallGrammar::Node::kText && !n.strict && offset_ == 0 &&
+         n.forbidden.empty() && n.terminator[0] == '<';
 }
 
 bool ToolCallGrammarState::feed(uint8_t b) {
@@ -245,7 +275,7 @@ bool ToolCallGrammarState::feed(std::string_view bytes) {
   return true;
 }
 
-size_t ToolCallGrammarState::completion_length() const {
+size_t ToolCallGrammarState::completion_cost() const {
   if (node_ < 0) return 0;
   const auto& n = grammar_->nodes()[static_cast<size_t>(node_)];
   switch (n.kind) {
@@ -253,13 +283,13 @@ size_t ToolCallGrammarState::completion_length() const {
       size_t best = std::numeric_limits<size_t>::max();
       for (size_t i = 0; i < n.literals.size(); ++i)
         if (alive_.test(i))
-          best = std::min(best, n.literals[i].size() - offset_ + grammar_->min_length(n.next_of[i]));
+          best = std::min(best, n.costs[i][offset_] + grammar_->min_length(n.next_of[i]));
       return best;
     }
     case ToolCallGrammar::Node::kJson:
       return json_.completion_length() + grammar_->min_length(n.next);
     case ToolCallGrammar::Node::kText:
-      return n.terminator.size() - offset_ + grammar_->min_length(n.next);
+      return n.costs[0][offset_] + grammar_->min_length(n.next);
   }
   return 0;
 }
@@ -275,7 +305,7 @@ std::string ToolCallGrammarState::completion() const {
       size_t best = std::numeric_limits<size_t>::max(), pick = 0;
       for (size_t i = 0; i < n.literals.size(); ++i) {
         if (!alive_.test(i)) continue;
-        const size_t l = n.literals[i].size() - offset_ + grammar_->min_length(n.next_of[i]);
+        const size_t l = n.costs[i][offset_] + grammar_->min_length(n.next_of[i]);
         if (l < best) best = l, pick = i;
       }
       out += n.literals[pick].substr(offset_);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "handoff/text/json_prefix.h"
+#include "handoff/text/tokenizer.h"
 #include "handoff/text/tool_call_parser.h"
 
 namespace handoff::text {
@@ -34,23 +35,29 @@ class ToolCallGrammar {
     std::string forbidden;
     bool strict = false;
     int next = -1;  // kJson, kText: the node after; -1: the end
+    // kLiterals: per literal, kText: [0] for the terminator: the fewest tokens that spell its
+    // bytes from each offset on (bytes when the grammar has no tokenizer).
+    std::vector<std::vector<uint16_t>> costs;
   };
 
   // `names`: the functions the call may name (1..kMaxAlternatives, distinct, none empty);
-  // `leading`: text before the call (a closing </think> when the prompt opened one). Throws
-  // InputError for kNone or bad names.
+  // `leading`: text before the call (a closing </think> when the prompt opened one);
+  // `tokenizer` (may be null): costs count its tokens, not bytes. Throws InputError for kNone or
+  // bad names.
   static std::shared_ptr<const ToolCallGrammar> make(ToolCallFormat format,
                                                      const std::vector<std::string>& names,
-                                                     const std::string& leading);
+                                                     const std::string& leading,
+                                                     const Tokenizer* tokenizer = nullptr);
 
   const std::vector<Node>& nodes() const { return nodes_; }
-  // The fewest bytes from the start of node `n` to the end (0 for -1).
+  // The least cost (see Node::costs; JSON and free text count a token per byte) from the start
+  // of node `n` to the end (0 for -1).
   size_t min_length(int n) const { return n < 0 ? 0 : min_length_[static_cast<size_t>(n)]; }
   // The alternative of a kLiterals node that leads to the shortest end.
   size_t shortest_alternative(int n) const { return shortest_alt_[static_cast<size_t>(n)]; }
 
  private:
-  explicit ToolCallGrammar(std::vector<Node> nodes);
+  ToolCallGrammar(std::vector<Node> nodes, const Tokenizer* tokenizer);
   std::vector<Node> nodes_;
   std::vector<size_t> min_length_;
   std::vector<size_t> shortest_alt_;
@@ -69,9 +76,15 @@ class ToolCallGrammarState {
   bool done() const { return node_ < 0; }
   // The next byte would be read by a literal (special tokens may only stand for literals).
   bool in_literal() const;
-  // The length of the shortest text that ends the call from here.
-  size_t completion_length() const;
-  // That text.
+  // Inside a JSON string or a free text value, where plain text (see
+  // JsonPrefix::in_plain_string; no '<', which begins every terminator) changes nothing.
+  bool in_plain_text() const;
+  // An upper bound on the tokens that end the call from here: the fewest tokens that spell the
+  // literals left (bytes without a tokenizer), a token per byte of JSON and terminators. One
+  // token (the first of that text) always lowers it by at least one; 0 once done.
+  size_t completion_cost() const;
+  // The shortest text that ends the call from here (its length in bytes is completion_cost()
+  // when the grammar has no tokenizer).
   std::string completion() const;
 
  private:
