@@ -92,7 +92,8 @@ TEST_F(GrammarMask, AllowsExactlyTheTokensThatFit) {
     }
   }
 
-  ASSERT_TRUE(s.feed(std::string("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_")));
+  ASSERT_TRUE(
+      s.feed(std::string("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_")));
   allowed_tokens(*table_, s, 0, allowed_);
   EXPECT_TRUE(allows(id("weather")));
   EXPECT_TRUE(allows(id("time")));
@@ -157,12 +158,14 @@ TEST_F(GrammarMask, RandomLogitsAlwaysGiveACallWithinTheBudget) {
         ++mask_calls;
         for (size_t i = 0; i < logits.size(); ++i)
           if (allowed_[i] == 0) logits[i] = -std::numeric_limits<float>::infinity();
-        const int32_t t = sampler.sample(logits.data(), static_cast<int64_t>(logits.size()), params);
+        const int32_t t =
+            sampler.sample(logits.data(), static_cast<int64_t>(logits.size()), params);
         ASSERT_TRUE(s.feed(table_->bytes(t)));
         ids.push_back(t);
       }
       const std::string text = tokenizer_->decode(ids);
-      text::ChatOutputParser parser(nullptr, text::make_tool_call_parser(f, nlohmann::json::array()));
+      text::ChatOutputParser parser(nullptr,
+                                    text::make_tool_call_parser(f, nlohmann::json::array()));
       text::ParsedOutput out = parser.push(text);
       out.append(parser.finish());
       EXPECT_EQ(out.content, "") << text;
@@ -189,10 +192,12 @@ TEST_F(GrammarMask, CostPerStep) {
   const std::pair<const char*, std::string> points[] = {
       {"opening marker", ""},
       {"function name", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get"},
-      {"JSON structure", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n"
-                         "```json\n{\"city\": 12, "},
-      {"JSON string", "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n"
-                      "```json\n{\"city\": \"Par"},
+      {"JSON structure",
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n"
+       "```json\n{\"city\": 12, "},
+      {"JSON string",
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_time\n"
+       "```json\n{\"city\": \"Par"},
   };
   for (const auto& [what, prefix] : points) {
     ToolCallGrammarState s(*g);

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 
@@ -60,33 +60,33 @@ TEST(JsonPrefix, AcceptsValidJsonAndCompletesEveryPrefix) {
 
 TEST(JsonPrefix, RefusesTheFirstUnfixableByte) {
   const std::pair<std::string, size_t> cases[] = {
-      {"[1]", 0},                    // not an object
-      {" {}", 0},                    // the caller frames whitespace
-      {"{'a':1}", 1},                // single quotes
-      {"{\"a\" 1}", 5},              // missing colon
-      {"{\"a\":01}", 6},             // leading zero
-      {"{\"a\":-}", 6},              // sign without digits
-      {"{\"a\":1.}", 7},             // dot without digits
-      {"{\"a\":1e}", 7},             // exponent without digits
-      {"{\"a\":tru}", 8},            // broken literal
-      {"{\"a\":1,}", 7},             // trailing comma
-      {"{\"a\":[1 2]}", 8},          // missing comma
-      {"{\"a\":1]", 6},              // wrong closer
-      {"{\"a\":1}}", 7},             // text after the value
-      {"{\"a\":1} ", 7},             // even whitespace
-      {"{\"a\":\"\x01\"}", 6},       // a raw control character
-      {"{\"a\":\"\\q\"}", 7},        // unknown escape
-      {"{\"a\":\"\\u12G4\"}", 10},   // bad hex digit
-      {"{\"a\":\"\\uDC00\"}", 9},    // a low surrogate alone
-      {"{\"a\":\"\\uD800x\"}", 12},  // a high surrogate alone
-      {"{\"a\":\"\\uD800\\u0041\"}", 14},  // ... or followed by a non-surrogate
-      {"{\"a\":\"\xC0\x80\"}", 6},         // overlong UTF-8
-      {"{\"a\":\"\xED\xA0\x80\"}", 7},     // a UTF-8 encoded surrogate
-      {"{\"a\":\"\xF4\x90\x80\x80\"}", 7}, // above U+10FFFF
-      {"{\"a\":\"\xE2\x82\"}", 8},         // a character cut short
-      {"{\"a\":\"\x80\"}", 6},             // a stray continuation byte
-      {"{1:2}", 1},                        // a key that is not a string
-      {"{\"a\":1e123}", 9},                  // an exponent that could overflow a double
+      {"[1]", 0},                           // not an object
+      {" {}", 0},                           // the caller frames whitespace
+      {"{'a':1}", 1},                       // single quotes
+      {"{\"a\" 1}", 5},                     // missing colon
+      {"{\"a\":01}", 6},                    // leading zero
+      {"{\"a\":-}", 6},                     // sign without digits
+      {"{\"a\":1.}", 7},                    // dot without digits
+      {"{\"a\":1e}", 7},                    // exponent without digits
+      {"{\"a\":tru}", 8},                   // broken literal
+      {"{\"a\":1,}", 7},                    // trailing comma
+      {"{\"a\":[1 2]}", 8},                 // missing comma
+      {"{\"a\":1]", 6},                     // wrong closer
+      {"{\"a\":1}}", 7},                    // text after the value
+      {"{\"a\":1} ", 7},                    // even whitespace
+      {"{\"a\":\"\x01\"}", 6},              // a raw control character
+      {"{\"a\":\"\\q\"}", 7},               // unknown escape
+      {"{\"a\":\"\\u12G4\"}", 10},          // bad hex digit
+      {"{\"a\":\"\\uDC00\"}", 9},           // a low surrogate alone
+      {"{\"a\":\"\\uD800x\"}", 12},         // a high surrogate alone
+      {"{\"a\":\"\\uD800\\u0041\"}", 14},   // ... or followed by a non-surrogate
+      {"{\"a\":\"\xC0\x80\"}", 6},          // overlong UTF-8
+      {"{\"a\":\"\xED\xA0\x80\"}", 7},      // a UTF-8 encoded surrogate
+      {"{\"a\":\"\xF4\x90\x80\x80\"}", 7},  // above U+10FFFF
+      {"{\"a\":\"\xE2\x82\"}", 8},          // a character cut short
+      {"{\"a\":\"\x80\"}", 6},              // a stray continuation byte
+      {"{1:2}", 1},                         // a key that is not a string
+      {"{\"a\":1e123}", 9},                 // an exponent that could overflow a double
       {"{\"a\":-2.5E+999}", 13},
   };
   for (const auto& [text, at] : cases) {
@@ -121,7 +121,8 @@ TEST(JsonPrefix, TopLevelNumberEndsWhereItCannotGoOn) {
   JsonPrefix big(false);
   EXPECT_EQ(refused_at(big, "-" + std::string(200, '9') + "9"), 201u);
   EXPECT_TRUE(big.feed(std::string(".5e+99")));
-  EXPECT_TRUE(std::isfinite(nlohmann::json::parse("-" + std::string(200, '9') + ".5e+99").get<double>()));
+  EXPECT_TRUE(
+      std::isfinite(nlohmann::json::parse("-" + std::string(200, '9') + ".5e+99").get<double>()));
 }
 
 TEST(JsonPrefix, GuardTextNeverAppears) {

@@ -97,8 +97,9 @@ TEST(ToolCallGrammar, RefusesWhatWouldBreakTheParser) {
   // DSML: a key has no quotes or tags; a string="false" value is JSON.
   auto dsml = ToolCallGrammar::make(ToolCallFormat::kDeepSeekV32, {"f"}, "");
   ToolCallGrammarState d(*dsml);
-  ASSERT_TRUE(d.feed(std::string("<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n"
-                                 "<｜DSML｜parameter name=\"k")));
+  ASSERT_TRUE(
+      d.feed(std::string("<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"f\">\n"
+                         "<｜DSML｜parameter name=\"k")));
   EXPECT_FALSE(ToolCallGrammarState(d).feed('<'));
   ASSERT_TRUE(d.feed(std::string("\" string=\"false\">")));
   EXPECT_FALSE(ToolCallGrammarState(d).feed('P'));  // Paris is not JSON
@@ -142,7 +143,8 @@ TEST(ToolCallGrammar, RandomWalksParseIntoOneCall) {
             std::vector<uint8_t> st;
             for (uint8_t b : ok)
               if (structural.find(static_cast<char>(b)) != std::string::npos) st.push_back(b);
-            if (!st.empty()) pick = st[std::uniform_int_distribution<size_t>(0, st.size() - 1)(rng)];
+            if (!st.empty())
+              pick = st[std::uniform_int_distribution<size_t>(0, st.size() - 1)(rng)];
           }
           ASSERT_TRUE(s.feed(pick));
           text += static_cast<char>(pick);

@@ -192,7 +192,8 @@ TEST(ToolCallParser, ArgumentsStreamIncrementally) {
        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n"
        "{\"city\": \"Paris `x`\", \"days\": 3}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
       {ToolCallFormat::kDeepSeekV31,
-       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"a <｜tool\"}"
+       "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"a "
+       "<｜tool\"}"
        "  <｜tool▁call▁end｜><｜tool▁calls▁end｜>"},
       {ToolCallFormat::kDeepSeekV32,
        "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter "
@@ -220,9 +221,9 @@ TEST(ToolCallParser, ArgumentsStreamIncrementally) {
   const Result dsml = parse_pieces(ParserSetup{ToolCallFormat::kDeepSeekV32}, {calls[2].second});
   EXPECT_EQ(nlohmann::json::parse(dsml.calls[0].arguments)["city"],
             "東京 \"q\" \xEF\xBF\xBD </｜DSML｜param");
-  const Result glm = parse_pieces(ParserSetup{ToolCallFormat::kGlm45, ReasoningFormat::kNone,
-                                              false, kTools},
-                                  {calls[3].second});
+  const Result glm =
+      parse_pieces(ParserSetup{ToolCallFormat::kGlm45, ReasoningFormat::kNone, false, kTools},
+                   {calls[3].second});
   EXPECT_EQ(glm.calls[0].arguments, R"({"city":"東京 </arg_v","days":3})");
 }
 

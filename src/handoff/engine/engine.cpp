@@ -450,9 +450,8 @@ void Engine::sample(Sequence& seq, const float* logits) {
 const float* Engine::constrain(Sequence& seq, const float* row) {
   const int64_t vocab = static_cast<int64_t>(row_.size());
   // The tokens left, this one included: the call must end within them.
-  const int64_t budget =
-      std::min(seq.request.max_tokens - seq.num_generated(),
-               options_.max_model_len - static_cast<int64_t>(seq.tokens.size()));
+  const int64_t budget = std::min(seq.request.max_tokens - seq.num_generated(),
+                                  options_.max_model_len - static_cast<int64_t>(seq.tokens.size()));
   int64_t n = allowed_tokens(*token_table_, *seq.grammar, std::max<int64_t>(budget, 1), allowed_);
   // Too few tokens left for even the shortest call: keep to the grammar, the output is cut.
   if (n == 0) n = allowed_tokens(*token_table_, *seq.grammar, 0, allowed_);

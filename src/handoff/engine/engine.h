@@ -134,11 +134,11 @@ class Engine {
   EngineStats stats_;
   std::function<void(const std::string&)> on_failure_;
 
-  std::vector<float> row_;         // penalised / masked copy of a logits row
+  std::vector<float> row_;                   // penalised / masked copy of a logits row
   std::unique_ptr<TokenTable> token_table_;  // token bytes for forced tool calls (with a tokenizer)
   std::vector<uint8_t> allowed_;             // the tokens a forced tool call allows next
-  runtime::Step step_;             // the step being run (reused: no allocation per step)
-  std::vector<Sequence*> forked_;  // choices forked during this step
+  runtime::Step step_;                       // the step being run (reused: no allocation per step)
+  std::vector<Sequence*> forked_;            // choices forked during this step
   std::thread thread_;
 };
 

@@ -84,8 +84,10 @@ int64_t allowed_tokens(const TokenTable& table, const text::ToolCallGrammarState
       text::ToolCallGrammarState st = after_first;
       bool ok = true;
       for (size_t i = 1; i < s.size() && ok; ++i) {
-        if (marker && !st.in_literal()) ok = false;
-        else ok = st.feed(static_cast<uint8_t>(s[i]));
+        if (marker && !st.in_literal())
+          ok = false;
+        else
+          ok = st.feed(static_cast<uint8_t>(s[i]));
       }
       if (!ok || st.completion_cost() > room) continue;
       allowed[static_cast<size_t>(id)] = 1;

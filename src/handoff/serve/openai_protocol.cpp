@@ -340,8 +340,8 @@ ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
       const bool close_thinking =
           p.starts_in_reasoning && p.reasoning_format != text::ReasoningFormat::kNone;
       try {
-        r.tool_call_grammar = text::ToolCallGrammar::make(p.tool_format, p.forced_tools,
-                                                          close_thinking ? "</think>" : "", ctx.tokenizer);
+        r.tool_call_grammar = text::ToolCallGrammar::make(
+            p.tool_format, p.forced_tools, close_thinking ? "</think>" : "", ctx.tokenizer);
       } catch (const InputError& e) {
         bad("tool_choice", e.what());
       }

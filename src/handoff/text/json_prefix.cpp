@@ -302,8 +302,7 @@ size_t JsonPrefix::scalar_completion_length() const {
     case Mode::kHex: {
       const int typed = 4 - hex_left_;
       // Two typed digits D8..DB make a high surrogate, which needs a low one after it.
-      const bool high = !need_low_ && typed >= 2 &&
-                        (hex_value_ >> (4 * (typed - 2))) >= 0xD8 &&
+      const bool high = !need_low_ && typed >= 2 && (hex_value_ >> (4 * (typed - 2))) >= 0xD8 &&
                         (hex_value_ >> (4 * (typed - 2))) <= 0xDB;
       return hex_left_ + (high ? 6 : 0) + string_tail();
     }
@@ -397,8 +396,7 @@ std::string JsonPrefix::completion() const {
   std::string out;
   if (mode_ == Mode::kDone) return out;
   scalar_completion(out);
-  for (int level = depth_ - 1; level >= 0; --level)
-    out += ((stack_ >> level) & 1) != 0 ? '}' : ']';
+  for (int level = depth_ - 1; level >= 0; --level) out += ((stack_ >> level) & 1) != 0 ? '}' : ']';
   return out;
 }
 

@@ -41,21 +41,28 @@ class JsonPrefix {
 
  private:
   enum class Mode : uint8_t {
-    kStart,       // the value's first byte
-    kValue,       // a value (after ':' or ',' in an array)
-    kArrayFirst,  // after '[': a value or ']'
-    kObjectFirst, // after '{': a key or '}'
-    kObjectKey,   // after ',' in an object: a key
-    kColon,       // after a key
-    kAfter,       // after a value inside a container: ',' or its closer
-    kString,      // inside a string
-    kEscape,      // after '\' in a string
-    kHex,         // inside \uXXXX (hex_left_ digits to go)
+    kStart,         // the value's first byte
+    kValue,         // a value (after ':' or ',' in an array)
+    kArrayFirst,    // after '[': a value or ']'
+    kObjectFirst,   // after '{': a key or '}'
+    kObjectKey,     // after ',' in an object: a key
+    kColon,         // after a key
+    kAfter,         // after a value inside a container: ',' or its closer
+    kString,        // inside a string
+    kEscape,        // after '\' in a string
+    kHex,           // inside \uXXXX (hex_left_ digits to go)
     kLowBackslash,  // after a high surrogate escape: '\' of the low one
     kLowU,          // then 'u'
-    kUtf8,        // inside a multi-byte UTF-8 character (utf8_left_ bytes to go)
-    kMinus, kZero, kInt, kDot, kFrac, kExpMark, kExpSign, kExpDigits,  // a number
-    kLiteral,     // inside true / false / null
+    kUtf8,          // inside a multi-byte UTF-8 character (utf8_left_ bytes to go)
+    kMinus,
+    kZero,
+    kInt,
+    kDot,
+    kFrac,
+    kExpMark,
+    kExpSign,
+    kExpDigits,  // a number
+    kLiteral,    // inside true / false / null
     kDone,
   };
 
@@ -72,16 +79,16 @@ class JsonPrefix {
 
   Mode mode_ = Mode::kStart;
   bool object_only_ = false;
-  bool key_ = false;         // the string being read is an object key
-  bool need_low_ = false;    // the \u escape being read must be a low surrogate
+  bool key_ = false;       // the string being read is an object key
+  bool need_low_ = false;  // the \u escape being read must be a low surrogate
   uint8_t depth_ = 0;
   uint8_t hex_left_ = 0;
   uint16_t hex_value_ = 0;
   uint8_t utf8_left_ = 0;
   uint8_t utf8_lo_ = 0x80, utf8_hi_ = 0xBF;  // the range of the next continuation byte
-  uint8_t literal_ = 0;      // 0 true, 1 false, 2 null
+  uint8_t literal_ = 0;                      // 0 true, 1 false, 2 null
   uint8_t literal_pos_ = 0;
-  uint8_t digits_ = 0;       // digits of the integer part / the exponent so far
+  uint8_t digits_ = 0;  // digits of the integer part / the exponent so far
   uint8_t guard_len_ = 0;
   uint8_t guard_matched_ = 0;
   uint64_t stack_ = 0;  // bit i: level i is an object (1) or an array (0)

@@ -90,7 +90,8 @@ std::shared_ptr<const ToolCallGrammar> ToolCallGrammar::make(ToolCallFormat form
     case ToolCallFormat::kDeepSeekV3:
       // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```
       // <｜tool▁call▁end｜><｜tool▁calls▁end｜>
-      g.push_back(literal(leading + "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>", 1));
+      g.push_back(literal(
+          leading + "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>", 1));
       g.push_back(names_then(names, "\n```json\n", 2));
       g.push_back(json(true, "<｜tool▁call▁end｜>", 3));
       g.push_back(literal("\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>", -1));
@@ -107,14 +108,15 @@ std::shared_ptr<const ToolCallGrammar> ToolCallGrammar::make(ToolCallFormat form
       const std::string param_end = "</｜DSML｜parameter>";
       g.push_back(literal(leading + "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"", 1));
       g.push_back(names_then(names, "\">\n", 2));
-      g.push_back(literals({"<｜DSML｜parameter name=\"", "</｜DSML｜invoke>\n</｜DSML｜function_calls>"},
-                           {3, -1}));                                              // 2
-      g.push_back(text("\" string=\"", control_bytes() + "<>", true, 4));        // 3: the key
-      g.push_back(literals({"true\">", "false\">"}, {5, 6}));                      // 4
-      g.push_back(text(param_end, "", false, 7));                                  // 5
-      g.push_back(json(false, param_end, 8));                                      // 6
-      g.push_back(literal("\n", 2));                                               // 7
-      g.push_back(literal(param_end + "\n", 2));                                   // 8
+      g.push_back(
+          literals({"<｜DSML｜parameter name=\"", "</｜DSML｜invoke>\n</｜DSML｜function_calls>"},
+                   {3, -1}));                                              // 2
+      g.push_back(text("\" string=\"", control_bytes() + "<>", true, 4));  // 3: the key
+      g.push_back(literals({"true\">", "false\">"}, {5, 6}));              // 4
+      g.push_back(text(param_end, "", false, 7));                          // 5
+      g.push_back(json(false, param_end, 8));                              // 6
+      g.push_back(literal("\n", 2));                                       // 7
+      g.push_back(literal(param_end + "\n", 2));                           // 8
       break;
     }
     case ToolCallFormat::kGlm45:
@@ -122,11 +124,11 @@ std::shared_ptr<const ToolCallGrammar> ToolCallGrammar::make(ToolCallFormat form
       // templates write calls.
       g.push_back(literal(leading + "<tool_call>", 1));
       g.push_back(names_then(names, "<", 2));
-      g.push_back(literals({"arg_key>", "/tool_call>"}, {3, -1}));              // 2
-      g.push_back(text("</arg_key>", control_bytes() + "<", true, 4));          // 3: the key
-      g.push_back(literal("<arg_value>", 5));                                   // 4
-      g.push_back(text("</arg_value>", "", false, 6));                          // 5
-      g.push_back(literals({"<arg_key>", "</tool_call>"}, {3, -1}));            // 6
+      g.push_back(literals({"arg_key>", "/tool_call>"}, {3, -1}));      // 2
+      g.push_back(text("</arg_key>", control_bytes() + "<", true, 4));  // 3: the key
+      g.push_back(literal("<arg_value>", 5));                           // 4
+      g.push_back(text("</arg_value>", "", false, 6));                  // 5
+      g.push_back(literals({"<arg_key>", "</tool_call>"}, {3, -1}));    // 6
       break;
     case ToolCallFormat::kNone:
       fail_input("tool_choice \"required\" or a named function needs a tool-call format");
@@ -145,9 +147,9 @@ ToolCallGrammar::ToolCallGrammar(std::vector<Node> nodes, const Tokenizer* token
     if (n.kind == Node::kText && !n.strict &&
         n.terminator.find(n.terminator[0], 1) != std::string::npos)
       fail("tool-call grammar: terminator '{}' repeats its first byte", n.terminator);
-    if (n.kind == Node::kJson && (n.guard.size() >= 32 || (!n.guard.empty() &&
-                                                           n.guard.find(n.guard[0], 1) !=
-                                                               std::string::npos)))
+    if (n.kind == Node::kJson &&
+        (n.guard.size() >= 32 ||
+         (!n.guard.empty() && n.guard.find(n.guard[0], 1) != std::string::npos)))
       fail("tool-call grammar: bad JSON guard '{}'", n.guard);
   }
   // Shortest lengths to the end: relax until nothing changes (the graph has a few nodes and

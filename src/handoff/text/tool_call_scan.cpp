@@ -81,8 +81,8 @@ std::string partial_object(const nlohmann::ordered_json& done, const std::string
   if (!done.empty()) out += ',';
   out += nlohmann::json(*key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   out += ':';
-  std::string text =
-      nlohmann::json(std::string(value)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string text = nlohmann::json(std::string(value))
+                         .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text.pop_back();  // the closing quote
   out += text;
   return out;
@@ -153,8 +153,8 @@ void BlockParser::run(ParsedOutput& out) {
       case Step::kCall:
         if (!name_sent_) out.calls.push_back({calls_, std::move(step.name), "", false});
         out.calls.push_back(
-            {calls_, "", step.arguments.size() > args_sent_ ? step.arguments.substr(args_sent_) : "",
-             true});
+            {calls_, "",
+             step.arguments.size() > args_sent_ ? step.arguments.substr(args_sent_) : "", true});
         ++calls_;
         name_sent_ = false;
         args_sent_ = 0;

@@ -36,8 +36,8 @@ struct Cursor {
 // What the front of a call block holds.
 struct Step {
   enum Kind { kNeedMore, kCall, kEnd, kInvalid } kind = kNeedMore;
-  size_t consumed = 0;    // kCall, kEnd: bytes of the block text used
-  std::string name;       // kCall; kNeedMore once the name is complete
+  size_t consumed = 0;  // kCall, kEnd: bytes of the block text used
+  std::string name;     // kCall; kNeedMore once the name is complete
   // kCall: JSON object text. kNeedMore: a prefix of what it will be (the part that is certain).
   std::string arguments;
 };
