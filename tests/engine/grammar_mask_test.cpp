@@ -138,6 +138,8 @@ TEST_F(GrammarMask, RandomLogitsAlwaysGiveACallWithinTheBudget) {
   for (ToolCallFormat f : {ToolCallFormat::kDeepSeekV3, ToolCallFormat::kDeepSeekV31,
                            ToolCallFormat::kDeepSeekV32, ToolCallFormat::kGlm45}) {
     auto g = ToolCallGrammar::make(f, names, "", tokenizer_.get());
+    std::printf("shortest %s call: %zu tokens at most\n", text::tool_call_format_name(f),
+                ToolCallGrammarState(*g).completion_cost());
     for (int trial = 0; trial < 2; ++trial) {
       ToolCallGrammarState s(*g);
       // Just enough for the shortest call, then some room for arguments.
