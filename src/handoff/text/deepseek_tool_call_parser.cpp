@@ -55,7 +55,7 @@ class DeepSeekParser : public tool_scan::BlockParser {
       name = trim(text.substr(0, newline));
       if (complete) body = newline == std::string_view::npos ? "" : body.substr(newline + 1);
     }
-    if (name.empty()) return {Step::kInvalid};
+    if (name.empty()) return {Step::kInvalid, 0, "", ""};
     if (!complete) {
       std::string_view rest = s.substr(body_start);
       if (!v31_) rest.remove_prefix(std::min(rest.size(), rest.find('\n') + 1));

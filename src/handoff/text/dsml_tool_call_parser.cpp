@@ -24,7 +24,7 @@ class DsmlParser : public tool_scan::BlockParser {
     if (auto step = tool_scan::block_end_or_call(c, kBlockEnd, kInvokeBegin)) return *step;
     std::string name;
     if (c.until("\">", name) != Match::kYes) return {};
-    if (name.empty()) return {Step::kInvalid};
+    if (name.empty()) return {Step::kInvalid, 0, "", ""};
     nlohmann::ordered_json arguments = nlohmann::ordered_json::object();
     // An unfinished call: its name, and its arguments as far as they are certain (a string
     // value streams as it is written).
@@ -40,13 +40,13 @@ class DsmlParser : public tool_scan::BlockParser {
       if (end == Match::kPartial) return more();
       const Match param = c.literal(kParamBegin);
       if (param == Match::kPartial) return more();
-      if (param == Match::kNo) return {Step::kInvalid};
+      if (param == Match::kNo) return {Step::kInvalid, 0, "", ""};
       std::string key, kind, value;
       if (c.until("\" string=\"", key) != Match::kYes) return more();
       if (c.until("\">", kind) != Match::kYes) return more();
       if (c.until(kParamEnd, value) != Match::kYes)
         return kind == "true" ? more(&key, s.substr(c.pos)) : more();
-      if (kind != "true" && kind != "false") return {Step::kInvalid};
+      if (kind != "true" && kind != "false") return {Step::kInvalid, 0, "", ""};
       // A parameter given twice keeps its first value (what was streamed of it stays true).
       if (arguments.contains(key)) continue;
       if (kind == "true") {

@@ -55,7 +55,7 @@ class GlmParser : public tool_scan::BlockParser {
       name_end = std::min(name_end, rest.find(delimiter));
     if (name_end == std::string_view::npos) return {};
     const std::string name(trim(rest.substr(0, name_end)));
-    if (name.empty()) return {Step::kInvalid};
+    if (name.empty()) return {Step::kInvalid, 0, "", ""};
     c.pos += name_end;
     nlohmann::ordered_json arguments = nlohmann::ordered_json::object();
     // An unfinished call: its name, and its arguments as far as they are certain (the value of
@@ -72,14 +72,14 @@ class GlmParser : public tool_scan::BlockParser {
       if (end == Match::kPartial) return more();
       const Match key_begin = c.literal(kKeyBegin);
       if (key_begin == Match::kPartial) return more();
-      if (key_begin == Match::kNo) return {Step::kInvalid};
+      if (key_begin == Match::kNo) return {Step::kInvalid, 0, "", ""};
       std::string key, value;
       if (c.until(kKeyEnd, key) != Match::kYes) return more();
       key = std::string(trim(key));
       c.skip_space();
       const Match value_begin = c.literal(kValueBegin);
       if (value_begin != Match::kYes)
-        return value_begin == Match::kNo ? Step{Step::kInvalid} : more();
+        return value_begin == Match::kNo ? Step{Step::kInvalid, 0, "", ""} : more();
       const bool text = string_params_.count({name, key}) > 0;
       if (c.until(kValueEnd, value) != Match::kYes)
         return text ? more(&key, s.substr(c.pos)) : more();

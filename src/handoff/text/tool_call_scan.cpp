@@ -51,7 +51,7 @@ std::optional<Step> block_end_or_call(Cursor& c, std::string_view block_end,
     case Match::kPartial:
       return Step{};
     case Match::kNo:
-      return Step{Step::kInvalid};
+      return Step{Step::kInvalid, 0, "", ""};
     case Match::kYes:
       break;
   }
