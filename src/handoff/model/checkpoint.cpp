@@ -175,15 +175,21 @@ size_t Checkpoint::total_bytes() const {
   return total;
 }
 
+const SafetensorsFile& Checkpoint::file_with(const std::string& name,
+                                             const tensor::Shape& expected) const {
+  const auto it = index_.find(name);
+  if (it == index_.end()) fail_input("{}: tensor '{}' is missing from the checkpoint", dir_, name);
+  const TensorEntry& entry = it->second->entries().at(name);
+  if (entry.shape != expected)
+    fail_input("{}: tensor '{}' has shape {}, expected {}", it->second->path(), name,
+               tensor::shape_str(entry.shape), tensor::shape_str(expected));
+  return *it->second;
+}
+
 tensor::Tensor Checkpoint::load(const std::string& name, const tensor::Shape& expected,
                                 tensor::DType dtype) const {
-  auto it = index_.find(name);
-  if (it == index_.end()) fail_input("{}: tensor '{}' is missing from the checkpoint", dir_, name);
-  const SafetensorsFile& file = *it->second;
+  const SafetensorsFile& file = file_with(name, expected);
   const TensorEntry& entry = file.entries().at(name);
-  if (entry.shape != expected)
-    fail_input("{}: tensor '{}' has shape {}, expected {}", file.path(), name,
-               tensor::shape_str(entry.shape), tensor::shape_str(expected));
   if (!is_float_dtype(entry.dtype))
     fail_input(
         "{}: tensor '{}' has dtype {}; a float weight (F32, BF16, F16 or F8_E4M3) is "
@@ -209,13 +215,8 @@ bool Checkpoint::is_fp8(const std::string& name) const {
 
 tensor::Fp8Blocks Checkpoint::load_fp8(const std::string& name,
                                        const tensor::Shape& expected) const {
-  auto it = index_.find(name);
-  if (it == index_.end()) fail_input("{}: tensor '{}' is missing from the checkpoint", dir_, name);
-  const SafetensorsFile& file = *it->second;
+  const SafetensorsFile& file = file_with(name, expected);
   const TensorEntry& entry = file.entries().at(name);
-  if (entry.shape != expected)
-    fail_input("{}: tensor '{}' has shape {}, expected {}", file.path(), name,
-               tensor::shape_str(entry.shape), tensor::shape_str(expected));
   if (entry.dtype != tensor::DType::kF8E4M3) {
     if (quantisable_.count(name) == 0)
       fail("Checkpoint::load_fp8('{}'): the tensor is {}, not FP8", name,

@@ -65,6 +65,9 @@ class Checkpoint {
   size_t stored_bytes(const std::string& name) const;
 
  private:
+  // The file holding tensor `name`, after checking it is there with shape `expected`.
+  const SafetensorsFile& file_with(const std::string& name, const tensor::Shape& expected) const;
+
   std::string dir_;
   bool quantize_fp8_ = false;
   std::set<std::string> quantisable_;  // with quantize_fp8_
