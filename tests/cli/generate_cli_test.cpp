@@ -71,7 +71,7 @@ TEST(GenerateCli, BadInputIsAClearError) {
       {"generate --model " + kCase + " --prompts-json /nonexistent.json", "/nonexistent.json"},
       {"generate --model /nonexistent-model --prompt-ids 1", "/nonexistent-model"},
       {"generate --model " + kCase + " --prompt-ids 1 --kv-cache-dtype fp8",
-       "--kv-cache-dtype fp8 is not implemented for the latent cache"},
+       "--kv-cache-dtype fp8: the latent cache is stored f32 or bf16"},
       {"generate --model " + kCase + " --prompt-ids 1 --indexer-cache-dtype fp4",
        "--indexer-cache-dtype must be f32, bf16 or fp8"},
   };

@@ -14,8 +14,8 @@ tensor::DType parse_cache_dtype(const std::string& value, const char* flag, tens
   if (value == "fp8" && fp8_allowed) return tensor::DType::kF8E4M3;
   if (value == "fp8")
     fail_input(
-        "{} fp8 is not implemented for the latent cache (only `handoff plan` sizes it); use "
-        "f32 or bf16",
+        "{} fp8: the latent cache is stored f32 or bf16 (fp8 applies to "
+        "--indexer-cache-dtype; `handoff plan` can size an fp8 latent cache)",
         flag);
   fail_input("{} must be f32, bf16{}, got '{}'", flag, fp8_allowed ? " or fp8" : "", value);
 }
