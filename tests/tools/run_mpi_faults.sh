@@ -13,7 +13,7 @@ shift 2
 mpirun=("$@")
 model="$work/e2e-default"  # made by the OpenAiE2E test
 [[ -f $model/config.json ]] || { echo "missing $model (run OpenAiE2E first)"; exit 1; }
-source "$(cd "$(dirname "$0")" && pwd)/wait_for_server.sh"
+source "$(cd "$(dirname "$0")" && pwd)/server_process.sh"
 comm_timeout=20
 limit=$((comm_timeout + 15))
 

