@@ -8,6 +8,7 @@
 #include <string>
 
 #include "../text/text_test_support.h"
+#include "api_error_support.h"
 #include "handoff/serve/openai_protocol.h"
 
 namespace handoff::serve {
@@ -29,12 +30,7 @@ class OpenAiLimits : public ::testing::Test {
 
   // The ApiError parse_request throws for `body` (status 0 when it accepts the body).
   ApiError error_of(Endpoint endpoint, const std::string& body) {
-    try {
-      parse_request(endpoint, body, ctx_);
-    } catch (const ApiError& e) {
-      return e;
-    }
-    return ApiError(0, "accepted");
+    return api_error_of([&] { parse_request(endpoint, body, ctx_); });
   }
 
   std::unique_ptr<text::Tokenizer> tokenizer_;

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "../text/text_test_support.h"
+#include "api_error_support.h"
 #include "handoff/serve/openai_protocol.h"
 #include "handoff/serve/tokenize_api.h"
 #include "handoff/text/stream_decoder.h"
@@ -33,14 +34,7 @@ class OpenAiSurface : public ::testing::Test {
     ctx_.system_fingerprint = "fp_test";
   }
 
-  ApiError error_of(const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const ApiError& e) {
-      return e;
-    }
-    return ApiError(0, "accepted");
-  }
+  ApiError error_of(const std::function<void()>& f) { return api_error_of(f); }
 
   std::unique_ptr<text::Tokenizer> tokenizer_;
   std::unique_ptr<text::ChatTemplate> template_;

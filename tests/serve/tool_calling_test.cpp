@@ -8,6 +8,7 @@
 #include <string>
 
 #include "../text/text_test_support.h"
+#include "api_error_support.h"
 #include "handoff/serve/chat_output.h"
 #include "handoff/serve/openai_protocol.h"
 
@@ -40,12 +41,7 @@ class ToolCalling : public ::testing::Test {
     return parse_request(Endpoint::kChat, body.dump(), ctx_);
   }
   ApiError error_of(const ojson& body) {
-    try {
-      parse(body);
-    } catch (const ApiError& e) {
-      return e;
-    }
-    return ApiError(0, "accepted");
+    return api_error_of([&] { parse(body); });
   }
 
   std::unique_ptr<text::Tokenizer> tokenizer_;
