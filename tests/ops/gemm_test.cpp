@@ -33,8 +33,8 @@ class OpsGemm : public testing::TestWithParam<Isa> {
 };
 
 TEST_P(OpsGemm, MatchesNaiveOnOddShapes) {
-  for (int64_t m : {1, 5, 6, 7, 13}) {
-    for (int64_t n : {1, 8, 15, 16, 17, 40}) {
+  for (int64_t m : {1, 5, 6, 7, 12, 13, 25}) {
+    for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 40}) {
       for (int64_t k : {1, 3, 64, 97}) {
         for (bool accumulate : {false, true}) {
           const int64_t lda = k + 3, ldb = n + 5, ldc = n + 2;

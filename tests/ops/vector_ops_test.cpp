@@ -224,14 +224,18 @@ TEST_P(OpsVector, TopKAscendingIsTopKSetInIndexOrder) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   const float palette[] = {0.0f, -0.0f, 1.0f, 1.0f, 2.5f, -3.0f, nan, inf, -inf, 1e-40f};
-  for (int64_t n : {1, 2, 7, 100, 257, 4096}) {
-    for (int trial = 0; trial < 4; ++trial) {
+  for (int64_t n : {1, 2, 7, 100, 257, 4096, 40000}) {
+    for (int trial = 0; trial < 5; ++trial) {
       std::vector<float> x(static_cast<size_t>(n));
-      if (trial == 0)
+      if (trial == 0) {
         x = random_vec(n, rng_);
-      else
+      } else if (trial == 4) {
+        // Values a few ulps apart: the select must decide on the lowest bits, not the top ones.
+        for (float& v : x) v = std::nextafter(1.0f, 2.0f) + pick(rng_) * 1.2e-7f;
+      } else {
         for (float& v : x) v = palette[pick(rng_) % (trial == 1 ? 3 : 10)];
-      for (int64_t k : {int64_t{1}, std::max<int64_t>(1, n / 3), n}) {
+      }
+      for (int64_t k : {int64_t{1}, std::max<int64_t>(1, n / 3), std::min<int64_t>(n, 2048), n}) {
         std::vector<int32_t> got(k), want(k);
         topk_ascending(x.data(), n, k, got.data());
         topk(x.data(), n, k, want.data());  // the sort-based one, which defines the NaN rule

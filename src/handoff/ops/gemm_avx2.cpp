@@ -1,5 +1,6 @@
 // AVX2 + FMA body of the small f32 GEMM: register tiles of up to 6 rows × 16 columns (12
-// accumulators, 2 loads of b and one broadcast of a per step of p), column tails masked.
+// accumulators, 2 loads of b and one broadcast of a per step of p), column tails masked; 12 × 8
+// tiles for products of at most 8 columns.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -89,6 +90,60 @@ void row_tile(int64_t rows, int64_t k, const float* a, int64_t lda, const float*
   }
 }
 
+// Products with at most 8 columns (the decode indexer's 8 heads) would leave half of every
+// 16-wide tile idle: these tiles are up to 12 rows × 8 columns, again 12 accumulators, and sum
+// each element over p in the same order as `tile`.
+constexpr int64_t kNarrowRows = 12;
+
+template <int Rows, bool Masked>
+void narrow_tile(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+                 int64_t ldc, int64_t cols, bool accumulate) {
+  const __m256i mask = lane_mask(cols);
+  auto load = [&](const float* p) {
+    if constexpr (Masked) return _mm256_maskload_ps(p, mask);
+    return _mm256_loadu_ps(p);
+  };
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0,
+         c8 = c0, c9 = c0, c10 = c0, c11 = c0;
+#define HANDOFF_NARROW_ROWS(X)                                                                \
+  X(0, c0)                                                                                    \
+  X(1, c1) X(2, c2) X(3, c3) X(4, c4) X(5, c5) X(6, c6) X(7, c7) X(8, c8) X(9, c9) X(10, c10) \
+      X(11, c11)
+#define HANDOFF_NARROW_LOAD(r, acc) \
+  if constexpr (r < Rows) acc = load(c + r * ldc);
+#define HANDOFF_NARROW_FMA(r, acc) \
+  if constexpr (r < Rows) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + r * lda + p), b0, acc);
+#define HANDOFF_NARROW_STORE(r, acc)               \
+  if constexpr (r < Rows) {                        \
+    if constexpr (Masked)                          \
+      _mm256_maskstore_ps(c + r * ldc, mask, acc); \
+    else                                           \
+      _mm256_storeu_ps(c + r * ldc, acc);          \
+  }
+  if (accumulate) {
+    HANDOFF_NARROW_ROWS(HANDOFF_NARROW_LOAD)
+  }
+  for (int64_t p = 0; p < k; ++p) {
+    const __m256 b0 = load(b + p * ldb);
+    HANDOFF_NARROW_ROWS(HANDOFF_NARROW_FMA)
+  }
+  HANDOFF_NARROW_ROWS(HANDOFF_NARROW_STORE)
+#undef HANDOFF_NARROW_STORE
+#undef HANDOFF_NARROW_FMA
+#undef HANDOFF_NARROW_LOAD
+#undef HANDOFF_NARROW_ROWS
+}
+
+template <bool Masked, int Rows = kNarrowRows>
+void narrow_row_tile(int64_t rows, int64_t k, const float* a, int64_t lda, const float* b,
+                     int64_t ldb, float* c, int64_t ldc, int64_t cols, bool accumulate) {
+  if constexpr (Rows > 1) {
+    if (rows < Rows)
+      return narrow_row_tile<Masked, Rows - 1>(rows, k, a, lda, b, ldb, c, ldc, cols, accumulate);
+  }
+  narrow_tile<Rows, Masked>(k, a, lda, b, ldb, c, ldc, cols, accumulate);
+}
+
 // dst (8 × 8, ldd) = transpose of src (8 × 8, lds): the usual unpack / shuffle / lane-swap.
 void transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd) {
   __m256 r[8], t[8];
@@ -123,6 +178,16 @@ void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float*
 
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
           float* c, int64_t ldc, bool accumulate) {
+  if (n <= 8) {
+    for (int64_t i = 0; i < m; i += kNarrowRows) {
+      const int64_t rows = std::min(kNarrowRows, m - i);
+      if (n == 8)
+        narrow_row_tile<false>(rows, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, n, accumulate);
+      else
+        narrow_row_tile<true>(rows, k, a + i * lda, lda, b, ldb, c + i * ldc, ldc, n, accumulate);
+    }
+    return;
+  }
   // Column blocks outside: a block of b (k × 16) stays in L1 while every row tile uses it.
   for (int64_t j = 0; j < n; j += kCols) {
     const int64_t cols = std::min(kCols, n - j);

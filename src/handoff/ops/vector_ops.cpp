@@ -2,9 +2,9 @@
 #include "handoff/ops/vector_ops.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -192,26 +192,49 @@ void topk_ascending(const float* x, int64_t n, int64_t k, int32_t* out_idx) {
   if (k == 0) return;
   // Keys that order as topk's values do: NaN lowest (0), then the numbers by their float order
   // (the sign-magnitude bits flipped to two's-complement order), with -0 the same as +0.
-  thread_local std::vector<uint32_t> keys, work;
+  thread_local std::vector<uint32_t> keys, tied;
   keys.resize(static_cast<size_t>(n));
+  // The k-th largest key (the threshold) by radix select, one digit per pass: 11, 11, then 10
+  // bits. Each pass counts the digit over the keys still tied with the threshold on the digits
+  // above, so the work is O(n) and the first pass, over all keys, is a branch-free count.
+  constexpr int kShift[3] = {21, 10, 0};
+  constexpr uint32_t kDigits[3] = {2048, 2048, 1024};
+  std::array<int64_t, 2048> count{};
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i] == 0.0f ? 0.0f : x[i];
     uint32_t bits;
     std::memcpy(&bits, &v, sizeof bits);
     const uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
-    keys[static_cast<size_t>(i)] = std::isnan(v) ? 0u : std::max(ordered, 1u);
+    const uint32_t key = std::isnan(v) ? 0u : std::max(ordered, 1u);
+    keys[static_cast<size_t>(i)] = key;
+    ++count[key >> kShift[0]];
   }
-  // The k-th largest key is the threshold: every key above it is in, and of the keys equal to
-  // it the lowest indices fill what is left, exactly topk's tie rule.
-  work = keys;
-  std::nth_element(work.begin(), work.begin() + (k - 1), work.end(), std::greater<>());
-  const uint32_t threshold = work[static_cast<size_t>(k - 1)];
-  int64_t above = 0;
-  for (uint32_t key : keys) above += key > threshold ? 1 : 0;
-  int64_t equal_left = k - above, out = 0;
+  uint32_t threshold = 0;
+  int64_t need = k;  // the threshold's rank among the keys that share its digits so far
+  for (int pass = 0; pass < 3; ++pass) {
+    if (pass > 0) {
+      // The keys tied with the threshold on the digits chosen so far.
+      const uint32_t high_mask = ~0u << kShift[pass - 1];
+      const size_t from_size = pass == 1 ? keys.size() : tied.size();
+      if (pass == 1) tied.resize(from_size);
+      const uint32_t* from = pass == 1 ? keys.data() : tied.data();  // in place from pass 2
+      size_t kept = 0;
+      for (size_t i = 0; i < from_size; ++i)
+        if ((from[i] & high_mask) == threshold) tied[kept++] = from[i];
+      tied.resize(kept);
+      std::fill(count.begin(), count.end(), 0);
+      for (uint32_t key : tied) ++count[(key >> kShift[pass]) & (kDigits[pass] - 1)];
+    }
+    uint32_t digit = kDigits[pass] - 1;
+    while (count[digit] < need) need -= count[digit--];
+    threshold |= digit << kShift[pass];
+  }
+  // Every key above the threshold is in, and of the keys equal to it the lowest indices fill
+  // the `need` places left: topk's tie rule.
+  int64_t out = 0;
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t key = keys[static_cast<size_t>(i)];
-    if (key > threshold || (key == threshold && equal_left-- > 0))
+    if (key > threshold || (key == threshold && need-- > 0))
       out_idx[out++] = static_cast<int32_t>(i);
   }
 }
