@@ -16,24 +16,25 @@ using parallel::MoeMode;
 
 DecoderLayer::DecoderLayer(const ModelConfig& config, const WeightLoader& weights,
                            const parallel::LayerPlan& plan, TensorParallelRank tp,
-                           int64_t cache_layer)
+                           int64_t cache_layer, LayerScratch& scratch)
     : plan_(plan),
       tp_(tp),
       cache_layer_(cache_layer),
       hidden_size_(config.hidden_size),
-      eps_(static_cast<float>(config.rms_norm_eps)) {
+      eps_(static_cast<float>(config.rms_norm_eps)),
+      scratch_(scratch.layer) {
   const int64_t layer = plan.index;
   const std::string p = fmt::format("model.layers.{}.", layer);
   input_norm_ = weights.f32(p + "input_layernorm.weight", {hidden_size_});
   post_norm_ = weights.f32(p + "post_attention_layernorm.weight", {hidden_size_});
   const int64_t heads = config.num_attention_heads / tp.size;
-  attention_ =
-      std::make_unique<MlaAttention>(config, weights, layer, HeadRange{tp.rank * heads, heads});
+  attention_ = std::make_unique<MlaAttention>(config, weights, layer,
+                                              HeadRange{tp.rank * heads, heads}, scratch);
   if (plan.moe) {
     const int64_t experts = config.n_routed_experts / tp.size;
     const int64_t shared = config.moe_intermediate_size * config.n_shared_experts / tp.size;
     moe_ = std::make_unique<Moe>(config, weights, layer, ExpertRange{tp.rank * experts, experts},
-                                 tp.rank * shared, shared);
+                                 scratch.moe, tp.rank * shared, shared);
     top_k_ = moe_->top_k();
   } else {
     const int64_t inter = config.intermediate_size / tp.size;

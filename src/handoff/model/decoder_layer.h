@@ -38,7 +38,8 @@ struct TensorParallelRank {
 class DecoderLayer {
  public:
   DecoderLayer(const ModelConfig& config, const WeightLoader& weights,
-               const parallel::LayerPlan& plan, TensorParallelRank tp, int64_t cache_layer);
+               const parallel::LayerPlan& plan, TensorParallelRank tp, int64_t cache_layer,
+               LayerScratch& scratch);
 
   const parallel::LayerPlan& plan() const { return plan_; }
   void forward(Activations& io, const StepMeta& meta, cache::PagedCache& cache, StepTrace* trace);
@@ -62,7 +63,7 @@ class DecoderLayer {
   std::unique_ptr<Mlp> mlp_;
   std::unique_ptr<Moe> moe_;
   Routing routing_, routing_all_;
-  Scratch scratch_;
+  Scratch& scratch_;  // the model's, shared with every layer
 };
 
 }  // namespace handoff::model

@@ -10,13 +10,15 @@
 
 namespace handoff::model {
 
-Indexer::Indexer(const ModelConfig& config, const WeightLoader& weights, const std::string& prefix)
+Indexer::Indexer(const ModelConfig& config, const WeightLoader& weights, const std::string& prefix,
+                 Scratch& scratch)
     : heads_(config.index_n_heads),
       head_dim_(config.index_head_dim),
       rope_dim_(config.qk_rope_head_dim),
       topk_(config.index_topk),
       interleaved_(config.indexer_rope_interleave),
-      scale_(static_cast<float>(config.indexer_scale())) {
+      scale_(static_cast<float>(config.indexer_scale())),
+      scratch_(scratch) {
   const int64_t d = config.hidden_size;
   // Checked: the product sizes the weight (the config bounds both factors).
   wq_b_ = weights.linear(prefix + "wq_b.weight",

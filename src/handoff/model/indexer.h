@@ -17,7 +17,8 @@ namespace handoff::model {
 
 class Indexer {
  public:
-  Indexer(const ModelConfig& config, const WeightLoader& weights, const std::string& prefix);
+  Indexer(const ModelConfig& config, const WeightLoader& weights, const std::string& prefix,
+          Scratch& scratch);
 
   // x: the attention-normed input [T, D]; qr: the normalised q latent [T, q_lora_rank].
   // Writes each token's index key to the cache, then fills selected[t] with the sorted key
@@ -42,7 +43,7 @@ class Indexer {
   float scale_;
   ops::LinearWeight wq_b_, wk_, weights_proj_;
   tensor::Tensor k_norm_weight_, k_norm_bias_;
-  Scratch scratch_;
+  Scratch& scratch_;  // shared with every layer's indexer
 };
 
 }  // namespace handoff::model

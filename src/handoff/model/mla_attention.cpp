@@ -37,7 +37,7 @@ void for_each_head(const std::vector<ops::LinearWeight>& per_head, int64_t rows,
 }  // namespace
 
 MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weights, int64_t layer,
-                           HeadRange heads)
+                           HeadRange heads, LayerScratch& scratch)
     : hidden_(config.hidden_size),
       heads_(heads.count),
       nope_(config.qk_nope_head_dim),
@@ -48,7 +48,8 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
       eps_(static_cast<float>(config.rms_norm_eps)),
       softmax_scale_(static_cast<float>(config.softmax_scale())),
       interleaved_(config.rope_interleave),
-      rope_(config.rope_inv_freq()) {
+      rope_(config.rope_inv_freq()),
+      scratch_(scratch.attention) {
   const std::string p = fmt::format("model.layers.{}.self_attn.", layer);
   const int64_t all_heads = config.num_attention_heads;
   const int64_t qk = nope_ + rope_dim_;
@@ -87,7 +88,8 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
                 static_cast<size_t>(v_dim_ * kv_rank_) * sizeof(float));
     w_uv_.push_back(weights.make_linear(uv));
   }
-  if (config.has_indexer) indexer_ = std::make_unique<Indexer>(config, weights, p + "indexer.");
+  if (config.has_indexer)
+    indexer_ = std::make_unique<Indexer>(config, weights, p + "indexer.", scratch.indexer);
 }
 
 void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCache& cache,

@@ -28,7 +28,7 @@ struct HeadRange {
 class MlaAttention {
  public:
   MlaAttention(const ModelConfig& config, const WeightLoader& weights, int64_t layer,
-               HeadRange heads);
+               HeadRange heads, LayerScratch& scratch);
 
   // x: the normed input [T, D]. out [T, D]: o_proj over this rank's heads (a partial sum when
   // heads are split across ranks; the caller owns the reduction).
@@ -60,7 +60,7 @@ class MlaAttention {
   std::unique_ptr<Indexer> indexer_;
   std::vector<std::vector<int32_t>> selected_;
   std::vector<int64_t> item_token_, token_first_item_;  // attend's work items, reused per step
-  Scratch scratch_;
+  Scratch& scratch_;                                    // the model's, shared with every layer
 };
 
 }  // namespace handoff::model

@@ -73,7 +73,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   m->layers_.reserve(stage.layers.size());
   for (const parallel::LayerPlan& lp : stage.layers) {
     m->layers_.emplace_back(c, weights, lp, TensorParallelRank{m->tp_rank_, tp, options.comm},
-                            lp.index - stage.first_layer);
+                            lp.index - stage.first_layer, m->layer_scratch_);
     checkpoint.release_pages();  // the layer's slices are copied out
   }
   if (progress) progress->finish();

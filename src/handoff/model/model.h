@@ -96,6 +96,7 @@ class Model {
   tensor::Tensor embed_;
   tensor::Tensor final_norm_;
   ops::LinearWeight lm_head_;
+  LayerScratch layer_scratch_;  // before layers_, which refer to it
   std::vector<DecoderLayer> layers_;
   StepMeta meta_;
   std::vector<int64_t> logit_rows_;  // rows of the step that need logits

@@ -14,7 +14,7 @@
 namespace handoff::model {
 
 Moe::Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer, ExpertRange experts,
-         int64_t shared_begin, int64_t shared_count)
+         Scratch& scratch, int64_t shared_begin, int64_t shared_count)
     : hidden_(config.hidden_size),
       n_experts_(config.n_routed_experts),
       top_k_(config.num_experts_per_tok),
@@ -22,7 +22,8 @@ Moe::Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer, 
       topk_group_(config.topk_group),
       norm_topk_prob_(config.norm_topk_prob),
       routed_scale_(static_cast<float>(config.routed_scaling_factor)),
-      range_(experts) {
+      range_(experts),
+      scratch_(scratch) {
   const std::string p = fmt::format("model.layers.{}.mlp.", layer);
   gate_ = weights.linear_f32(p + "gate.weight", {n_experts_, hidden_});
   const std::string bias_name = p + "gate.e_score_correction_bias";

@@ -30,8 +30,9 @@ class Moe {
  public:
   // Holds routed experts `experts` and the shared experts' intermediate columns
   // [shared_begin, shared_begin + shared_count) (tensor parallelism splits them; -1: all).
+  // `scratch` is shared with every layer's Moe.
   Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer, ExpertRange experts,
-      int64_t shared_begin = 0, int64_t shared_count = -1);
+      Scratch& scratch, int64_t shared_begin = 0, int64_t shared_count = -1);
 
   int64_t top_k() const { return top_k_; }
   // Router only: fills `routing` for x [rows, D].
@@ -51,7 +52,7 @@ class Moe {
   Mlp shared_;
   bool has_shared_ = false;
   std::vector<std::vector<std::pair<int32_t, float>>> assigned_;  // per local expert
-  Scratch scratch_;
+  Scratch& scratch_;
 };
 
 }  // namespace handoff::model
