@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -247,6 +248,26 @@ TEST_P(OpsVector, TopKAscendingIsTopKSetInIndexOrder) {
   float y[] = {1, 2};
   int32_t idx[2];
   EXPECT_THROW(topk_ascending(y, 2, 3, idx), Error);
+}
+
+// Every bf16 bit pattern (NaNs, infinities, subnormals, -0 included) widens to the f32 whose top
+// half it is, at every length's tail and at odd element offsets.
+TEST_P(OpsVector, WidenBf16IsExactForEveryPattern) {
+  std::vector<uint16_t> all(65536 + 7);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i * 40503u);
+  for (int64_t offset : {0, 1, 3}) {
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{17}, int64_t{65536}}) {
+      std::vector<float> got(static_cast<size_t>(n) + 1, 42.0f);
+      widen_bf16(all.data() + offset, got.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &got[static_cast<size_t>(i)], sizeof bits);
+        ASSERT_EQ(bits, static_cast<uint32_t>(all[static_cast<size_t>(offset + i)]) << 16)
+            << "n=" << n << " i=" << i;
+      }
+      ASSERT_EQ(got[static_cast<size_t>(n)], 42.0f) << "wrote past n=" << n;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, OpsVector,

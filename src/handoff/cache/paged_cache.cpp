@@ -6,6 +6,7 @@
 
 #include "handoff/error.h"
 #include "handoff/ops/fp8_blocks.h"
+#include "handoff/ops/vector_ops.h"
 
 namespace handoff::cache {
 
@@ -28,6 +29,15 @@ char* row(tensor::Tensor& store, int64_t slot, int64_t width) {
 }
 const char* row(const tensor::Tensor& store, int64_t slot, int64_t width) {
   return static_cast<const char*>(store.raw()) + row_offset(store, slot, width);
+}
+
+// Stored f32 or bf16 rows (a bf16 row's start is 2-byte aligned) as f32. bf16 goes through the
+// vector kernel: every attention key row and indexer key passes here on each step.
+void widen(tensor::DType dtype, const char* src, float* out, int64_t n) {
+  if (dtype == tensor::DType::kBF16)
+    ops::widen_bf16(reinterpret_cast<const uint16_t*>(src), out, n);
+  else
+    tensor::convert_to_f32(dtype, src, out, static_cast<size_t>(n));
 }
 
 }  // namespace
@@ -81,7 +91,7 @@ void PagedCache::write_latent(int64_t layer, int64_t slot, const float* ckv, con
 void PagedCache::read_latent(int64_t layer, int64_t slot, float* out) const {
   const tensor::Tensor& store = latent_[static_cast<size_t>(layer)];
   const int64_t width = shape_.kv_lora_rank + shape_.rope_dim;
-  tensor::convert_to_f32(store.dtype(), row(store, slot, width), out, static_cast<size_t>(width));
+  widen(store.dtype(), row(store, slot, width), out, width);
 }
 
 void PagedCache::write_index_key(int64_t layer, int64_t slot, const float* key) {
@@ -104,7 +114,7 @@ void PagedCache::read_index_keys(int64_t layer, int64_t first, int64_t count, fl
   const tensor::Tensor& store = index_key_[static_cast<size_t>(layer)];
   const char* src = row(store, first, shape_.index_dim);
   if (!is_fp8(store.dtype())) {
-    tensor::convert_to_f32(store.dtype(), src, out, static_cast<size_t>(count * shape_.index_dim));
+    widen(store.dtype(), src, out, count * shape_.index_dim);
     return;
   }
   const tensor::Tensor& scales = index_scale_[static_cast<size_t>(layer)];

@@ -76,8 +76,15 @@ float exp_sum(float* x, int64_t n, float shift) {
   return sum;
 }
 
+void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+    std::memcpy(dst + i, &bits, sizeof bits);
+  }
+}
+
 const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax, exp_sum};
+                                      silu_mul, softmax, exp_sum,     widen_bf16};
 
 }  // namespace portable
 
@@ -238,6 +245,8 @@ void topk_ascending(const float* x, int64_t n, int64_t k, int32_t* out_idx) {
       out_idx[out++] = static_cast<int32_t>(i);
   }
 }
+
+void widen_bf16(const uint16_t* src, float* dst, int64_t n) { kernels().widen_bf16(src, dst, n); }
 
 float dot(const float* a, const float* b, int64_t n) { return kernels().dot(a, b, n); }
 

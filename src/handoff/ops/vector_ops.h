@@ -29,6 +29,8 @@ void topk(const float* x, int64_t n, int64_t k, int32_t* out_idx);
 // The same set as topk (ties to the lower index, NaN below every number), as indices in
 // ascending order, in O(n): a threshold select on order-preserving integer keys, no sort.
 void topk_ascending(const float* x, int64_t n, int64_t k, int32_t* out_idx);
+// dst[i] = bf16 value src[i] as f32 (the cache's bf16 rows on their way into the GEMMs).
+void widen_bf16(const uint16_t* src, float* dst, int64_t n);
 float dot(const float* a, const float* b, int64_t n);
 // y += a * x
 void axpy(float a, const float* x, float* y, int64_t n);

@@ -2,6 +2,8 @@
 // scalar loops; a masked load reads nothing past the end, so the tails cannot fault.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "handoff/ops/vector_ops_kernels.h"
 
 namespace handoff::ops::avx2 {
@@ -163,7 +165,20 @@ void softmax(float* x, int64_t n) {
 
 }  // namespace
 
+void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  for (; i < n; ++i) {
+    const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
+    std::memcpy(dst + i, &bits, sizeof bits);
+  }
+}
+
 const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax, exp_sum};
+                                      silu_mul, softmax, exp_sum,     widen_bf16};
 
 }  // namespace handoff::ops::avx2

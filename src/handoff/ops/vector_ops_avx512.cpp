@@ -127,7 +127,16 @@ void softmax(float* x, int64_t n) {
 
 }  // namespace
 
+void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, src + i);
+    _mm512_mask_storeu_ps(dst + i, m,
+                          _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
+  }
+}
+
 const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax, exp_sum};
+                                      silu_mul, softmax, exp_sum,     widen_bf16};
 
 }  // namespace handoff::ops::avx512
