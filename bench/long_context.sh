@@ -6,11 +6,12 @@
 #     prefill in 512-token steps, then DECODE greedy tokens at that depth. Prints prefill tok/s,
 #     decode tok/s, peak RSS (VmHWM: weights + cache + scratch) and the bound the issue sets,
 #     weights + cache + 1 GB (both from the load log), and the ratios to the first length.
-#  2. Per SERVE_LENGTHS: `handoff serve` sized for that one request, one /v1/completions request
-#     with the prompt as token ids, and the server's VmHWM against the same bound.
-#  3. Per PEER_LENGTHS, when llama.cpp is built in PEER (bench/peer_compare.sh builds it):
+#  2. Per PEER_LENGTHS, when llama.cpp is built in PEER (bench/peer_compare.sh builds it):
 #     llama-bench on the same weights exported to GGUF (deepseek32): prefill of LEN tokens, and
 #     DECODE tokens at depth LEN. Its caches are its defaults (f16).
+#  3. Per SERVE_LENGTHS: `handoff serve` sized for that one request, one /v1/completions request
+#     with the prompt as token ids, and the server's VmHWM against the same bound (a memory
+#     check, last: its time is not part of the tables above).
 #
 #   bench/long_context.sh                          # build/, models/bench-moe-dsa, 2 threads
 #   LENGTHS="512 4096" SERVE_LENGTHS= PEER_LENGTHS= bench/long_context.sh   # a short run
@@ -85,6 +86,24 @@ if [[ -n $LENGTHS ]]; then
   done
 fi
 
+llama_bench=$PEER/llama.cpp/build/bin/llama-bench
+if [[ -n $PEER_LENGTHS && -x $llama_bench ]]; then
+  gguf=$PEER/models/$(basename "$MODEL")-$DTYPE.gguf
+  [[ -f $gguf ]] || "$HANDOFF" export-gguf --model "$MODEL" --out "$gguf" > "$work/export.log" 2>&1 ||
+    { cat "$work/export.log" >&2; exit 1; }
+  echo
+  echo "llama.cpp ($(basename "$gguf"), deepseek32, llama-bench -t $THREADS -r 1):"
+  printf '| prompt tokens | prefill tok/s | decode tok/s |\n|---|---|---|\n'
+  for len in $PEER_LENGTHS; do
+    "$llama_bench" -m "$gguf" -t "$THREADS" -r 1 -p "$len" -n 0 -o json > "$work/pp.json" 2> "$work/pp.err" ||
+      { cat "$work/pp.err" >&2; exit 1; }
+    "$llama_bench" -m "$gguf" -t "$THREADS" -r 1 -p 0 -n "$DECODE" -d "$len" -o json > "$work/tg.json" \
+      2> "$work/tg.err" || { cat "$work/tg.err" >&2; exit 1; }
+    p=$(grep -oE '"avg_ts": *[0-9.]+' "$work/pp.json" | head -1 | grep -oE '[0-9.]+$')
+    d=$(grep -oE '"avg_ts": *[0-9.]+' "$work/tg.json" | head -1 | grep -oE '[0-9.]+$')
+    printf '| %d | %.1f | %.2f |\n' "$len" "$p" "$d"
+  done
+fi
 if [[ -n $SERVE_LENGTHS ]]; then
   echo
   echo "handoff serve, one /v1/completions request of token ids, max_tokens $DECODE:"
@@ -120,23 +139,5 @@ if [[ -n $SERVE_LENGTHS ]]; then
   done
 fi
 
-llama_bench=$PEER/llama.cpp/build/bin/llama-bench
-if [[ -n $PEER_LENGTHS && -x $llama_bench ]]; then
-  gguf=$PEER/models/$(basename "$MODEL")-$DTYPE.gguf
-  [[ -f $gguf ]] || "$HANDOFF" export-gguf --model "$MODEL" --out "$gguf" > "$work/export.log" 2>&1 ||
-    { cat "$work/export.log" >&2; exit 1; }
-  echo
-  echo "llama.cpp ($(basename "$gguf"), deepseek32, llama-bench -t $THREADS -r 1):"
-  printf '| prompt tokens | prefill tok/s | decode tok/s |\n|---|---|---|\n'
-  for len in $PEER_LENGTHS; do
-    "$llama_bench" -m "$gguf" -t "$THREADS" -r 1 -p "$len" -n 0 -o json > "$work/pp.json" 2> "$work/pp.err" ||
-      { cat "$work/pp.err" >&2; exit 1; }
-    "$llama_bench" -m "$gguf" -t "$THREADS" -r 1 -p 0 -n "$DECODE" -d "$len" -o json > "$work/tg.json" \
-      2> "$work/tg.err" || { cat "$work/tg.err" >&2; exit 1; }
-    p=$(grep -oE '"avg_ts": *[0-9.]+' "$work/pp.json" | head -1 | grep -oE '[0-9.]+$')
-    d=$(grep -oE '"avg_ts": *[0-9.]+' "$work/tg.json" | head -1 | grep -oE '[0-9.]+$')
-    printf '| %d | %.1f | %.2f |\n' "$len" "$p" "$d"
-  done
-fi
 echo
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
