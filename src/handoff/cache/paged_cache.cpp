@@ -94,6 +94,14 @@ void PagedCache::read_latent(int64_t layer, int64_t slot, float* out) const {
   widen(store.dtype(), row(store, slot, width), out, width);
 }
 
+void PagedCache::prefetch_latent(int64_t layer, int64_t slot) const {
+  const tensor::Tensor& store = latent_[static_cast<size_t>(layer)];
+  const int64_t width = shape_.kv_lora_rank + shape_.rope_dim;
+  const char* begin = row(store, slot, width);
+  const char* end = begin + row_offset(store, 1, width);
+  for (const char* line = begin; line < end; line += 64) __builtin_prefetch(line, 0, 3);
+}
+
 void PagedCache::write_index_key(int64_t layer, int64_t slot, const float* key) {
   tensor::Tensor& store = index_key_[static_cast<size_t>(layer)];
   char* dst = row(store, slot, shape_.index_dim);

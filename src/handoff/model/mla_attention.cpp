@@ -199,12 +199,19 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
       std::fill(m, m + heads_, -std::numeric_limits<float>::infinity());
       std::fill(l, l + heads_, 0.0f);
       std::fill(acc, acc + heads_ * kv_rank_, 0.0f);
+      auto slot_of = [&](int64_t j) {
+        const int64_t pos = sel.empty() ? j : sel[static_cast<size_t>(j)];
+        return seq.key_slots[static_cast<size_t>(pos)];
+      };
+      // Rows are requested kPrefetchKeys ahead of their conversion, across tile boundaries.
+      for (int64_t j = k0; j < std::min(k1, k0 + kPrefetchKeys); ++j)
+        cache.prefetch_latent(cache_layer, slot_of(j));
       for (int64_t j0 = k0; j0 < k1; j0 += kTileKeys) {
         const int64_t n = std::min(kTileKeys, k1 - j0);
         for (int64_t i = 0; i < n; ++i) {
-          const int64_t pos = sel.empty() ? j0 + i : sel[static_cast<size_t>(j0 + i)];
-          const int64_t slot = seq.key_slots[static_cast<size_t>(pos)];
-          cache.read_latent(cache_layer, slot, rows + i * width);
+          if (j0 + i + kPrefetchKeys < k1)
+            cache.prefetch_latent(cache_layer, slot_of(j0 + i + kPrefetchKeys));
+          cache.read_latent(cache_layer, slot_of(j0 + i), rows + i * width);
         }
         ops::gemm(n, heads_, width, rows, width, qcat_t, heads_, scores_t, heads_, false);
         ops::transpose(n, heads_, scores_t, heads_, probs, kTileKeys);

@@ -48,6 +48,8 @@ class MlaAttention {
   // width); a segment of 512 keys splits a 2,048-key decode token over 4 work items.
   static constexpr int64_t kTileKeys = 64;
   static constexpr int64_t kSegmentKeys = 512;
+  // How far ahead of the gather a key row is prefetched (8 rows of 576 B at bench-moe's width).
+  static constexpr int64_t kPrefetchKeys = 8;
 
   int64_t hidden_, heads_, nope_, rope_dim_, v_dim_, kv_rank_, q_rank_;
   float eps_, softmax_scale_;
