@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -194,37 +195,39 @@ void topk(const float* x, int64_t n, int64_t k, int32_t* out_idx) {
   std::copy(idx.begin(), idx.begin() + k, out_idx);
 }
 
-void topk_ascending(const float* x, int64_t n, int64_t k, int32_t* out_idx) {
-  if (k < 0 || k > n) fail("topk_ascending: k={} out of range for n={}", k, n);
-  if (k == 0) return;
-  // Keys that order as topk's values do: NaN lowest (0), then the numbers by their float order
-  // (the sign-magnitude bits flipped to two's-complement order), with -0 the same as +0.
-  thread_local std::vector<uint32_t> keys, tied;
-  keys.resize(static_cast<size_t>(n));
-  // The k-th largest key (the threshold) by radix select, one digit per pass: 11, 11, then 10
-  // bits. Each pass counts the digit over the keys still tied with the threshold on the digits
-  // above, so the work is O(n) and the first pass, over all keys, is a branch-free count.
+namespace {
+
+// A key that orders as topk orders values: NaN lowest (0), then the numbers by their float order
+// (the sign-magnitude bits flipped to two's-complement order), with -0 the same as +0.
+uint32_t order_key(float x) {
+  const float v = x == 0.0f ? 0.0f : x;
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  const uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+  return std::isnan(v) ? 0u : std::max(ordered, 1u);
+}
+
+struct Threshold {
+  uint32_t key;      // the k-th largest key
+  int64_t equal_in;  // how many keys equal to it are in the top k (the lowest-indexed ones)
+};
+
+// Radix select, one digit per pass (11, 11, then 10 bits); each pass counts the digit over the
+// keys still tied with the threshold on the digits above. O(n), no sort.
+Threshold radix_threshold(const uint32_t* keys, int64_t n, int64_t k) {
   constexpr int kShift[3] = {21, 10, 0};
   constexpr uint32_t kDigits[3] = {2048, 2048, 1024};
+  thread_local std::vector<uint32_t> tied;
   std::array<int64_t, 2048> count{};
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i] == 0.0f ? 0.0f : x[i];
-    uint32_t bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    const uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
-    const uint32_t key = std::isnan(v) ? 0u : std::max(ordered, 1u);
-    keys[static_cast<size_t>(i)] = key;
-    ++count[key >> kShift[0]];
-  }
+  for (int64_t i = 0; i < n; ++i) ++count[keys[i] >> kShift[0]];
   uint32_t threshold = 0;
   int64_t need = k;  // the threshold's rank among the keys that share its digits so far
   for (int pass = 0; pass < 3; ++pass) {
     if (pass > 0) {
-      // The keys tied with the threshold on the digits chosen so far.
       const uint32_t high_mask = ~0u << kShift[pass - 1];
-      const size_t from_size = pass == 1 ? keys.size() : tied.size();
+      const size_t from_size = pass == 1 ? static_cast<size_t>(n) : tied.size();
       if (pass == 1) tied.resize(from_size);
-      const uint32_t* from = pass == 1 ? keys.data() : tied.data();  // in place from pass 2
+      const uint32_t* from = pass == 1 ? keys : tied.data();  // in place from pass 2
       size_t kept = 0;
       for (size_t i = 0; i < from_size; ++i)
         if ((from[i] & high_mask) == threshold) tied[kept++] = from[i];
@@ -236,17 +239,68 @@ void topk_ascending(const float* x, int64_t n, int64_t k, int32_t* out_idx) {
     while (count[digit] < need) need -= count[digit--];
     threshold |= digit << kShift[pass];
   }
-  // Every key above the threshold is in, and of the keys equal to it the lowest indices fill
-  // the `need` places left: topk's tie rule.
-  // Branch-free: about k of n keys are taken at no regular pattern. out < k before each store.
-  int64_t out = 0;
+  return {threshold, need};
+}
+
+// Writes the indices (in ascending order) of the top k of (keys[i], index[i]), i < n, given
+// in index order: every key above the threshold, and the first `equal_in` equal to it.
+// Branch-free: the taken keys follow no pattern. out < k before each store.
+void emit_top(const uint32_t* keys, const int32_t* index, int64_t n, int64_t k, Threshold t,
+              int32_t* out_idx) {
+  int64_t out = 0, equal_left = t.equal_in;
   for (int64_t i = 0; i < n && out < k; ++i) {
-    const uint32_t key = keys[static_cast<size_t>(i)];
-    const bool tie = key == threshold && need > 0;
-    need -= tie ? 1 : 0;
-    out_idx[out] = static_cast<int32_t>(i);
-    out += (key > threshold || tie) ? 1 : 0;
+    const bool tie = keys[i] == t.key && equal_left > 0;
+    equal_left -= tie ? 1 : 0;
+    out_idx[out] = index != nullptr ? index[i] : static_cast<int32_t>(i);
+    out += (keys[i] > t.key || tie) ? 1 : 0;
   }
+}
+
+}  // namespace
+
+void topk_ascending(const float* x, int64_t n, int64_t k, int32_t* out_idx) {
+  if (k < 0 || k > n) fail("topk_ascending: k={} out of range for n={}", k, n);
+  if (k == 0) return;
+  thread_local std::vector<uint32_t> keys;
+  thread_local std::vector<int32_t> index;
+  // Long rows (a long context's indexer scores, k = 2048 of tens of thousands): a strided sample
+  // gives a bound that some ~2.5k of the n values reach, one branch-free pass of float compares
+  // keeps their indices, and the exact select runs on them alone. Every key equal to the threshold
+  // is kept (it is >= the bound), so the set and the tie rule are exactly those of the full select,
+  // which runs instead when the bound lets fewer than k keys through.
+  constexpr int64_t kSample = 1024;
+  if (n >= 16 * k && n >= 8 * kSample) {
+    std::array<uint32_t, kSample> sample;
+    for (int64_t j = 0; j < kSample; ++j)
+      sample[static_cast<size_t>(j)] = order_key(x[j * n / kSample]);
+    const double expected = static_cast<double>(k) * kSample / static_cast<double>(n);
+    const auto rank = static_cast<int64_t>(expected + 4.0 * std::sqrt(expected) + 8.0);
+    std::nth_element(sample.begin(), sample.begin() + rank, sample.end(), std::greater<>());
+    const uint32_t bound = sample[static_cast<size_t>(rank)];
+    if (bound >= 2) {  // a number (NaN keys are 0), so the pass can compare floats
+      // The float whose key is `bound`: key(x) >= bound exactly when x >= it (-0 as +0).
+      const uint32_t bits = (bound & 0x80000000u) ? bound & 0x7fffffffu : ~bound;
+      float bound_value;
+      std::memcpy(&bound_value, &bits, sizeof bits);
+      index.resize(static_cast<size_t>(n) + 1);
+      int64_t kept = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        index[static_cast<size_t>(kept)] = static_cast<int32_t>(i);
+        kept += x[i] >= bound_value ? 1 : 0;
+      }
+      keys.resize(static_cast<size_t>(kept));
+      for (int64_t c = 0; c < kept; ++c)
+        keys[static_cast<size_t>(c)] = order_key(x[index[static_cast<size_t>(c)]]);
+      if (kept >= k) {
+        emit_top(keys.data(), index.data(), kept, k, radix_threshold(keys.data(), kept, k),
+                 out_idx);
+        return;
+      }
+    }
+  }
+  keys.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) keys[static_cast<size_t>(i)] = order_key(x[i]);
+  emit_top(keys.data(), nullptr, n, k, radix_threshold(keys.data(), n, k), out_idx);
 }
 
 void widen_bf16(const uint16_t* src, float* dst, int64_t n) { kernels().widen_bf16(src, dst, n); }
