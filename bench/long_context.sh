@@ -5,7 +5,8 @@
 #  1. Per LENGTHS: `handoff generate` on one prompt of that many random token ids, chunked
 #     prefill in 512-token steps, then DECODE greedy tokens at that depth. Prints prefill tok/s,
 #     decode tok/s, peak RSS (VmHWM: weights + cache + scratch) and the bound the issue sets,
-#     weights + cache + 1 GB (both from the load log), and the ratios to the first length.
+#     weights + cache + 1 GB (both from the load log), and the ratios to the first length, which
+#     runs again before each other length (the ratios use the median of those runs).
 #  2. Per PEER_LENGTHS, when llama.cpp is built in PEER (bench/peer_compare.sh builds it):
 #     llama-bench on the same weights exported to GGUF (deepseek32): prefill of LEN tokens, and
 #     DECODE tokens at depth LEN. Its caches are its defaults (f16).
@@ -64,26 +65,44 @@ echo "CPU: $(cpu_field 'model name') (family $(cpu_field 'cpu family') model $(c
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 cache_flags=(--kv-cache-dtype "$KV_CACHE_DTYPE" --indexer-cache-dtype "$INDEXER_CACHE_DTYPE")
 
+# run_generate LEN: one generate run; sets p (prefill tok/s), d (decode tok/s), rss, bound.
+run_generate() {
+  echo "[[$(prompt_ids "$1")]]" > "$work/prompt.json"
+  log=$work/generate-$1.log
+  "$HANDOFF" generate --model "$MODEL" --dtype "$DTYPE" "${cache_flags[@]}" --threads "$THREADS" \
+    --prompts-json "$work/prompt.json" --max-new-tokens "$DECODE" --prefill-chunk 512 \
+    > "$log" 2>&1 || { cat "$log" >&2; exit 1; }
+  p=$(sed -nE 's/^prefill: .* = ([0-9.]+) tokens\/s/\1/p' "$log")
+  d=$(sed -nE 's/^decode: .* = ([0-9.]+) tokens\/s/\1/p' "$log")
+  rss=$(mib_from_log "$log" 'peak resident memory')
+  bound=$(bound_mib "$log")
+}
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+
 if [[ -n $LENGTHS ]]; then
+  # The first length is the baseline. This machine's speed drifts by 10-20 % between runs, so
+  # the baseline runs again just before every other length, and each ratio is against the
+  # median of all baseline runs (listed below the table).
+  read -r base rest <<< "$LENGTHS"
+  base_p= base_d= rows=
+  for len in $rest; do
+    run_generate "$base"
+    base_p="$base_p $p" base_d="$base_d $d"
+    run_generate "$len"
+    rows="$rows$len $p $d $rss $bound
+"
+  done
+  run_generate "$base"
+  base_p="$base_p $p" base_d="$base_d $d"
+  mp=$(median <<< "$base_p") md=$(median <<< "$base_d")
   echo
   echo "handoff generate, prefill in 512-token chunks, $DECODE tokens decoded at depth:"
   printf '| prompt tokens | prefill tok/s | decode tok/s | peak RSS (MiB) | bound (MiB) | prefill ratio | decode ratio |\n'
   printf '|---|---|---|---|---|---|---|\n'
-  first_p= first_d=
-  for len in $LENGTHS; do
-    echo "[[$(prompt_ids "$len")]]" > "$work/prompt.json"
-    log=$work/generate-$len.log
-    "$HANDOFF" generate --model "$MODEL" --dtype "$DTYPE" "${cache_flags[@]}" --threads "$THREADS" \
-      --prompts-json "$work/prompt.json" --max-new-tokens "$DECODE" --prefill-chunk 512 \
-      > "$log" 2>&1 || { cat "$log" >&2; exit 1; }
-    p=$(sed -nE 's/^prefill: .* = ([0-9.]+) tokens\/s/\1/p' "$log")
-    d=$(sed -nE 's/^decode: .* = ([0-9.]+) tokens\/s/\1/p' "$log")
-    rss=$(mib_from_log "$log" 'peak resident memory')
-    first_p=${first_p:-$p} first_d=${first_d:-$d}
-    awk -v l="$len" -v p="$p" -v d="$d" -v r="$rss" -v b="$(bound_mib "$log")" -v fp="$first_p" \
-      -v fd="$first_d" 'BEGIN { printf "| %d | %.1f | %.2f | %.0f | %d%s | %.2f x | %.2f x |\n",
-        l, p, d, r, b, (r <= b ? "" : " EXCEEDED"), p / fp, d / fd }'
-  done
+  printf '%s %s %s %s %s\n' "$base" "$mp" "$md" "$rss" "$bound" | cat - <(printf '%s' "$rows") |
+    awk -v fp="$mp" -v fd="$md" '{ printf "| %d | %.1f | %.2f | %.0f | %d%s | %.2f x | %.2f x |\n",
+      $1, $2, $3, $4, $5, ($4 <= $5 ? "" : " EXCEEDED"), $2 / fp, $3 / fd }'
+  echo "baseline ($base tokens) runs, in order: prefill$base_p; decode$base_d (its row: the medians)"
 fi
 
 llama_bench=$PEER/llama.cpp/build/bin/llama-bench
