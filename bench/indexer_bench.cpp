@@ -36,6 +36,32 @@ void BM_ScoreTile(benchmark::State& state) {
 }
 BENCHMARK(BM_ScoreTile)->Args({128, 8, 64})->Args({128, 16, 64})->Args({64, 16, 288});
 
+// The fused decode score of keys (f32 rows) against 8 heads × 64 dims, ns per key: a decode
+// token runs it on every cached key of every layer.
+void BM_ReluWeightedScores(benchmark::State& state) {
+  const int64_t n = state.range(0), heads = state.range(1), dims = state.range(2);
+  const auto keys = random_floats(static_cast<size_t>(n * dims));
+  const auto q_t = random_floats(static_cast<size_t>(dims * heads));
+  const auto w = random_floats(static_cast<size_t>(heads));
+  std::vector<float> out(static_cast<size_t>(n));
+  for (auto _ : state) {
+    handoff::ops::relu_weighted_scores(n, heads, dims, keys.data(), dims, q_t.data(), heads,
+                                       w.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["ns/key"] = benchmark::Counter(
+      static_cast<double>(n) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * static_cast<double>(n * heads * dims) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_ReluWeightedScores)
+    ->Args({8, 8, 64})
+    ->Args({120, 8, 64})
+    ->Args({128, 8, 64})
+    ->Args({128, 32, 128});
+
 // Arg: values (a 64K context's 64-dim keys of one layer: 4M).
 void BM_WidenBf16(benchmark::State& state) {
   const int64_t n = state.range(0);

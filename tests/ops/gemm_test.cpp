@@ -1,10 +1,12 @@
 // The small f32 GEMM against a double-precision triple loop on shapes around its register tile
 // (6 rows × 16 columns), for the AVX2 and portable bodies; and the properties attention relies
-// on: a row's result is independent of the other rows, and zero rows of `a` add nothing.
+// on: a row's result is independent of the other rows, and zero rows of `a` add nothing; and the
+// indexer's fused score.
 #include "handoff/ops/gemm.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -83,6 +85,53 @@ TEST_P(OpsGemm, RowsAreIndependentAndZeroRowsAddNothing) {
   auto before = all;
   gemm(m, n, k, zeros.data(), k, b.data(), n, all.data(), n, true);
   EXPECT_EQ(all, before);
+}
+
+// The indexer's fused score equals, bit for bit, the product it replaces (gemm of keys × q_t)
+// followed by the per-key sum from 0 over heads in order of w[h] · max(0, dot); and a double
+// check keeps both honest. Shapes straddle the 12-key and 8-head tiles; some dots are NaN (a
+// NaN key), which the ReLU turns into 0 like std::max(0.0f, dot).
+TEST_P(OpsGemm, ReluWeightedScoresEqualTheProductThenTheHeadSum) {
+  for (int64_t n : {1, 5, 8, 11, 12, 13, 25, 64}) {
+    for (int64_t heads : {1, 3, 8, 9, 16, 20}) {
+      for (int64_t dims : {1, 7, 64, 97}) {
+        const int64_t ldk = dims + 3, ldq = heads + 2;
+        auto keys = random(static_cast<size_t>(n * ldk));
+        if (n > 4) keys[static_cast<size_t>(4 * ldk)] = std::nanf("");
+        const auto q_t = random(static_cast<size_t>(dims * ldq));
+        const auto w = random(static_cast<size_t>(heads));
+        std::vector<float> out(static_cast<size_t>(n) + 3, 7.0f);
+        relu_weighted_scores(n, heads, dims, keys.data(), ldk, q_t.data(), ldq, w.data(),
+                             out.data());
+        std::vector<float> dots(static_cast<size_t>(n * heads));
+        gemm(n, heads, dims, keys.data(), ldk, q_t.data(), ldq, dots.data(), heads, false);
+        for (int64_t i = 0; i < n; ++i) {
+          float want = 0.0f;
+          double exact = 0.0, mag = 0.0;
+          for (int64_t h = 0; h < heads; ++h) {
+            want += w[static_cast<size_t>(h)] *
+                    std::max(0.0f, dots[static_cast<size_t>(i * heads + h)]);
+            double dot = 0.0, dot_mag = 0.0;
+            for (int64_t p = 0; p < dims; ++p) {
+              const double t = double(keys[static_cast<size_t>(i * ldk + p)]) *
+                               q_t[static_cast<size_t>(p * ldq + h)];
+              dot += t;
+              dot_mag += std::fabs(t);
+            }
+            if (std::isnan(dot) || dot < 0.0) continue;
+            exact += w[static_cast<size_t>(h)] * dot;
+            mag += std::fabs(w[static_cast<size_t>(h)]) * dot_mag;
+          }
+          const float got = out[static_cast<size_t>(i)];
+          ASSERT_EQ(got, want) << "n=" << n << " heads=" << heads << " dims=" << dims << " key "
+                               << i;
+          // Near-zero dots may fall on either side of the ReLU in f32 and double.
+          ASSERT_NEAR(got, exact, 1e-5 * mag + 1e-30) << "key " << i;
+        }
+        for (size_t i = static_cast<size_t>(n); i < out.size(); ++i) ASSERT_EQ(out[i], 7.0f);
+      }
+    }
+  }
 }
 
 TEST_P(OpsGemm, TransposeSwapsIndices) {

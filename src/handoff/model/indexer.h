@@ -29,7 +29,7 @@ class Indexer {
 
  private:
   // Scores rows [t0, t1) (one sequence) against all their causal keys and selects each row's
-  // top-k. Keys go through in tiles of kTileKeys, gathered and transposed once for all rows.
+  // top-k. Keys go through in tiles of kTileKeys, the parallel work items.
   void select_group(int64_t t0, int64_t t1, const float* q, const float* w, const StepMeta& meta,
                     cache::PagedCache& cache, int64_t cache_layer,
                     std::vector<std::vector<int32_t>>& selected);
@@ -38,6 +38,10 @@ class Indexer {
   // 16 MiB for a 128K context while a 512-token chunk still gathers each key only 16 times.
   static constexpr int64_t kGroupRows = 32;
   static constexpr int64_t kTileKeys = 128;
+  // Decode converts and scores kScoreKeys keys at a time (16 KiB of f32 rows, in L1) and
+  // prefetches the rows of the keys kPrefetchKeys ahead (16 KiB of bf16 64-dim keys).
+  static constexpr int64_t kScoreKeys = 64;
+  static constexpr int64_t kPrefetchKeys = 128;
   int64_t heads_, head_dim_, rope_dim_, topk_;
   bool interleaved_;
   float scale_;

@@ -24,6 +24,20 @@ void gemm_portable(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
   }
 }
 
+void relu_weighted_scores_portable(int64_t n, int64_t heads, int64_t dims, const float* keys,
+                                   int64_t ldk, const float* q_t, int64_t ldq, const float* w,
+                                   float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    float score = 0.0f;
+    for (int64_t h = 0; h < heads; ++h) {
+      float dot = 0.0f;  // gemm_portable's sum for this (key, head)
+      for (int64_t p = 0; p < dims; ++p) dot += keys[i * ldk + p] * q_t[p * ldq + h];
+      score += w[h] * std::max(0.0f, dot);
+    }
+    out[i] = score;
+  }
+}
+
 }  // namespace
 
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
@@ -31,6 +45,14 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const fl
   if (m <= 0 || n <= 0) return;
   const GemmKernel kernel = kernel_isa() >= Isa::kAvx2 ? avx2::gemm : gemm_portable;
   kernel(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+void relu_weighted_scores(int64_t n, int64_t heads, int64_t dims, const float* keys, int64_t ldk,
+                          const float* q_t, int64_t ldq, const float* w, float* out) {
+  if (n <= 0) return;
+  if (kernel_isa() >= Isa::kAvx2)
+    return avx2::relu_weighted_scores(n, heads, dims, keys, ldk, q_t, ldq, w, out);
+  relu_weighted_scores_portable(n, heads, dims, keys, ldk, q_t, ldq, w, out);
 }
 
 void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {

@@ -13,6 +13,15 @@ namespace handoff::ops {
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
           float* c, int64_t ldc, bool accumulate);
 
+// The DSA indexer's score of each key against one query: out[i] = sum over h < heads of
+// w[h] * max(0, sum over p < dims of keys[i, p] * q_t[p, h]), for i < n. Equal bit for bit to
+// gemm(n, heads, dims, keys, ldk, q_t, ldq, ...) followed by, per key, a sum from 0 over h in
+// order of each product w[h] * max(0, dot) rounded before its add; the [n, heads] dots stay in
+// registers instead of going to memory and back (a decode step at 64K depth scores 64K keys per
+// layer). Single-threaded, like gemm.
+void relu_weighted_scores(int64_t n, int64_t heads, int64_t dims, const float* keys, int64_t ldk,
+                          const float* q_t, int64_t ldq, const float* w, float* out);
+
 // dst[j, i] = src[i, j] for i < rows, j < cols.
 void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
 

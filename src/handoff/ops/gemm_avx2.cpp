@@ -1,6 +1,6 @@
 // AVX2 + FMA body of the small f32 GEMM: register tiles of up to 6 rows × 16 columns (12
 // accumulators, 2 loads of b and one broadcast of a per step of p), column tails masked; 12 × 8
-// tiles for products of at most 8 columns.
+// tiles for products of at most 8 columns; and the indexer's scores on 12 × 8 tiles.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -105,10 +105,10 @@ void narrow_tile(int64_t k, const float* a, int64_t lda, const float* b, int64_t
   };
   __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0,
          c8 = c0, c9 = c0, c10 = c0, c11 = c0;
-#define HANDOFF_NARROW_ROWS(X)                                                                \
-  X(0, c0)                                                                                    \
-  X(1, c1) X(2, c2) X(3, c3) X(4, c4) X(5, c5) X(6, c6) X(7, c7) X(8, c8) X(9, c9) X(10, c10) \
-      X(11, c11)
+#define HANDOFF_NARROW_ROWS(X) \
+  X(0, c0)                     \
+  X(1, c1)                     \
+  X(2, c2) X(3, c3) X(4, c4) X(5, c5) X(6, c6) X(7, c7) X(8, c8) X(9, c9) X(10, c10) X(11, c11)
 #define HANDOFF_NARROW_LOAD(r, acc) \
   if constexpr (r < Rows) acc = load(c + r * ldc);
 #define HANDOFF_NARROW_FMA(r, acc) \
@@ -164,6 +164,96 @@ void transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd) {
   }
 }
 
+// The 8 × 8 matrix whose rows are r[0..7], transposed in place.
+void transpose8(__m256 (&r)[8]) {
+  __m256 t[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x20);
+    t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
+  }
+  for (int i = 0; i < 8; ++i) r[i] = t[i];
+}
+
+// Scores of Rows (<= 12) keys: per group of 8 heads, the keys × heads dots as narrow_tile sums
+// them (12 accumulators, one FMA per p, in order from 0), then ReLU times the head weights,
+// transposed so that lanes are keys (keys 0-7, then 8-11 padded with zeros), added head by head
+// onto the running scores.
+template <int Rows, bool Masked>
+void score_group(int64_t lanes, int64_t dims, const float* keys, int64_t ldk, const float* q_t,
+                 int64_t ldq, const float* w, __m256& score_lo, __m256& score_hi) {
+  const __m256i mask = lane_mask(lanes);
+  auto load = [&](const float* p) {
+    if constexpr (Masked) return _mm256_maskload_ps(p, mask);
+    return _mm256_loadu_ps(p);
+  };
+  __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0,
+         c8 = c0, c9 = c0, c10 = c0, c11 = c0;
+#define HANDOFF_SCORE_ROWS(X)                                                                 \
+  X(0, c0)                                                                                    \
+  X(1, c1) X(2, c2) X(3, c3) X(4, c4) X(5, c5) X(6, c6) X(7, c7) X(8, c8) X(9, c9) X(10, c10) \
+      X(11, c11)
+#define HANDOFF_SCORE_FMA(r, acc) \
+  if constexpr (r < Rows) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(keys + r * ldk + p), b0, acc);
+  for (int64_t p = 0; p < dims; ++p) {
+    const __m256 b0 = load(q_t + p * ldq);
+    HANDOFF_SCORE_ROWS(HANDOFF_SCORE_FMA)
+  }
+#undef HANDOFF_SCORE_FMA
+#undef HANDOFF_SCORE_ROWS
+  // max(dot, 0) returns 0 for a NaN dot, as std::max(0.0f, dot) does.
+  const __m256 zero = _mm256_setzero_ps(), wv = load(w);
+  auto add_heads = [&](__m256(&r)[8], __m256& score) {
+    for (__m256& v : r) v = _mm256_mul_ps(wv, _mm256_max_ps(v, zero));
+    transpose8(r);
+    for (int64_t h = 0; h < lanes; ++h) score = _mm256_add_ps(score, r[h]);
+  };
+  __m256 lo[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+  add_heads(lo, score_lo);
+  if constexpr (Rows > 8) {
+    __m256 hi[8] = {c8, c9, c10, c11, zero, zero, zero, zero};
+    add_heads(hi, score_hi);
+  }
+}
+
+template <int Rows>
+void score_rows(int64_t heads, int64_t dims, const float* keys, int64_t ldk, const float* q_t,
+                int64_t ldq, const float* w, float* out) {
+  __m256 lo = _mm256_setzero_ps(), hi = lo;
+  for (int64_t g = 0; g < heads; g += 8) {
+    const int64_t lanes = std::min<int64_t>(8, heads - g);
+    if (lanes == 8)
+      score_group<Rows, false>(lanes, dims, keys, ldk, q_t + g, ldq, w + g, lo, hi);
+    else
+      score_group<Rows, true>(lanes, dims, keys, ldk, q_t + g, ldq, w + g, lo, hi);
+  }
+  if constexpr (Rows >= 8)
+    _mm256_storeu_ps(out, lo);
+  else
+    _mm256_maskstore_ps(out, lane_mask(Rows), lo);
+  if constexpr (Rows > 8) _mm256_maskstore_ps(out + 8, lane_mask(Rows - 8), hi);
+}
+
+constexpr int64_t kScoreRows = 12;
+
+template <int Rows = kScoreRows>
+void score_row_tile(int64_t rows, int64_t heads, int64_t dims, const float* keys, int64_t ldk,
+                    const float* q_t, int64_t ldq, const float* w, float* out) {
+  if constexpr (Rows > 1) {
+    if (rows < Rows)
+      return score_row_tile<Rows - 1>(rows, heads, dims, keys, ldk, q_t, ldq, w, out);
+  }
+  score_rows<Rows>(heads, dims, keys, ldk, q_t, ldq, w, out);
+}
 }  // namespace
 
 void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
@@ -174,6 +264,13 @@ void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float*
   for (int64_t i = 0; i < rows; ++i)  // the ragged right and bottom edges
     for (int64_t j = (i < full_rows ? full_cols : 0); j < cols; ++j)
       dst[j * ldd + i] = src[i * lds + j];
+}
+
+void relu_weighted_scores(int64_t n, int64_t heads, int64_t dims, const float* keys, int64_t ldk,
+                          const float* q_t, int64_t ldq, const float* w, float* out) {
+  for (int64_t i = 0; i < n; i += kScoreRows)
+    score_row_tile(std::min(kScoreRows, n - i), heads, dims, keys + i * ldk, ldk, q_t, ldq, w,
+                   out + i);
 }
 
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,

@@ -1,0 +1,105 @@
+// One decode step at a chosen context depth, without the prefill that would put it there: the
+// cache is filled with random rows (a 64K prefill takes ~14 minutes on 2 cores; this takes
+// seconds), then a single-token step runs at position `depth`. The step's cost does not depend
+// on the values it reads, only on how many there are, so this measures what
+// bench/long_context.sh's decode column measures, in a loop short enough to profile and tune.
+//
+//   decode_depth_bench MODEL_DIR [--depth N ...] [--threads T] [--steps S]
+//   (bf16 weights, bf16 latent and indexer caches: bench/long_context.sh's setting)
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "handoff/cache/block_manager.h"
+#include "handoff/cache/paged_cache.h"
+#include "handoff/model/model.h"
+#include "handoff/tensor/thread_pool.h"
+
+namespace {
+
+using handoff::cache::PagedCache;
+
+void fill_random(PagedCache& cache, int64_t tokens) {
+  const auto& s = cache.shape();
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> latent(static_cast<size_t>(s.kv_lora_rank + s.rope_dim));
+  std::vector<float> key(static_cast<size_t>(std::max<int64_t>(s.index_dim, 1)));
+  for (int64_t layer = 0; layer < s.num_layers; ++layer)
+    for (int64_t slot = 0; slot < tokens; ++slot) {
+      for (float& v : latent) v = normal(rng);
+      cache.write_latent(layer, slot, latent.data(), latent.data() + s.kv_lora_rank);
+      if (s.index_dim == 0) continue;
+      for (float& v : key) v = normal(rng);
+      cache.write_index_key(layer, slot, key.data());
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fmt::print(stderr, "usage: {} MODEL_DIR [--depth N ...] [--threads T] [--steps S]\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  std::vector<int64_t> depths;
+  int threads = 2, steps = 16;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--depth")
+      depths.push_back(std::stoll(argv[i + 1]));
+    else if (flag == "--threads")
+      threads = std::stoi(argv[i + 1]);
+    else if (flag == "--steps")
+      steps = std::stoi(argv[i + 1]);
+    else {
+      fmt::print(stderr, "unknown flag {}\n", flag);
+      return 2;
+    }
+  }
+  if (depths.empty()) depths = {512, 32768, 65536};
+  handoff::tensor::set_num_threads(threads);
+
+  handoff::model::LoadOptions options;
+  options.dtype = handoff::tensor::DType::kBF16;
+  options.latent_cache_dtype = handoff::tensor::DType::kBF16;
+  options.index_cache_dtype = handoff::tensor::DType::kBF16;
+  options.check_weights = false;
+  auto model = handoff::model::Model::load(dir, options);
+
+  const int64_t block_size = 64;
+  const int64_t max_depth = *std::max_element(depths.begin(), depths.end());
+  const int64_t blocks = max_depth / block_size + 2;
+  PagedCache cache(model->cache_shape(blocks, block_size));
+  fill_random(cache, max_depth + 1);
+  std::vector<int32_t> ids(static_cast<size_t>(blocks));
+  for (int32_t b = 0; b < static_cast<int32_t>(blocks); ++b) ids[static_cast<size_t>(b)] = b;
+  const handoff::cache::BlockTable table(ids);
+  model->profile_run(1);
+
+  fmt::print("{} threads; ms per decode step (median of {}), tok/s\n", threads, steps);
+  const std::vector<int32_t> token = {1};
+  for (const int64_t depth : depths) {
+    handoff::model::SequenceChunk chunk;
+    chunk.tokens = token;
+    chunk.start_pos = depth;
+    chunk.blocks = &table;
+    std::vector<double> ms;
+    for (int s = 0; s < steps + 2; ++s) {
+      const auto t0 = std::chrono::steady_clock::now();
+      model->forward({chunk}, cache);
+      const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - t0;
+      if (s >= 2) ms.push_back(took.count());  // the first steps warm caches and TLBs
+    }
+    std::sort(ms.begin(), ms.end());
+    const double median = ms[ms.size() / 2];
+    fmt::print("depth {:>6}: {:7.2f} ms  {:6.2f} tok/s  (min {:.2f}, max {:.2f})\n", depth, median,
+               1000.0 / median, ms.front(), ms.back());
+  }
+  return 0;
+}
