@@ -31,12 +31,6 @@ const char* row(const tensor::Tensor& store, int64_t slot, int64_t width) {
   return static_cast<const char*>(store.raw()) + row_offset(store, slot, width);
 }
 
-void prefetch_rows(const tensor::Tensor& store, int64_t first, int64_t count, int64_t width) {
-  const char* begin = row(store, first, width);
-  const char* end = begin + row_offset(store, count, width);
-  for (const char* line = begin; line < end; line += 64) __builtin_prefetch(line, 0, 3);
-}
-
 // Stored f32 or bf16 rows (a bf16 row's start is 2-byte aligned) as f32. bf16 goes through the
 // vector kernel: every attention key row and indexer key passes here on each step.
 void widen(tensor::DType dtype, const char* src, float* out, int64_t n) {
@@ -101,15 +95,11 @@ void PagedCache::read_latent(int64_t layer, int64_t slot, float* out) const {
 }
 
 void PagedCache::prefetch_latent(int64_t layer, int64_t slot) const {
-  prefetch_rows(latent_[static_cast<size_t>(layer)], slot, 1,
-                shape_.kv_lora_rank + shape_.rope_dim);
-}
-
-void PagedCache::prefetch_index_keys(int64_t layer, int64_t first, int64_t count) const {
-  prefetch_rows(index_key_[static_cast<size_t>(layer)], first, count, shape_.index_dim);
-  if (is_fp8(shape_.index_dtype))
-    prefetch_rows(index_scale_[static_cast<size_t>(layer)], first, count,
-                  ops::fp8_blocks_per_row(shape_.index_dim));
+  const tensor::Tensor& store = latent_[static_cast<size_t>(layer)];
+  const int64_t width = shape_.kv_lora_rank + shape_.rope_dim;
+  const char* begin = row(store, slot, width);
+  const char* end = begin + row_offset(store, 1, width);
+  for (const char* line = begin; line < end; line += 64) __builtin_prefetch(line, 0, 3);
 }
 
 void PagedCache::write_index_key(int64_t layer, int64_t slot, const float* key) {

@@ -50,9 +50,6 @@ class PagedCache {
   // The keys of slots [first, first + count), index_dim floats each, in one conversion: a
   // block's slots are consecutive, so a long-context scan converts whole blocks, not keys.
   void read_index_keys(int64_t layer, int64_t first, int64_t count, float* out) const;
-  // Asks the CPU to start loading the keys of slots [first, first + count): a decode step scans
-  // every key of the context, and this keeps the scan streaming while it computes.
-  void prefetch_index_keys(int64_t layer, int64_t first, int64_t count) const;
   // Copies every row of block `src` into block `dst`, in every layer (copy-on-write).
   void copy_block(int32_t src, int32_t dst);
 

@@ -94,30 +94,24 @@ void Indexer::select_group(int64_t t0, int64_t t1, const float* q, const float* 
   const auto& seq = meta.sequences[static_cast<size_t>(meta.token_seq[t0])];
   float* scores = scratch_.get(4, static_cast<size_t>(rows * keys));
   const int64_t tiles = (keys + kTileKeys - 1) / kTileKeys;
-  // Few queries (decode: one token's 8 heads, fewer than head_dim): keys go through in groups of
-  // kScoreKeys, each converted into L1 and scored there, its heads' dots, ReLU and weighted sum
-  // in registers (ops::relu_weighted_scores), while later groups' rows are being prefetched: the
-  // cache streams from memory under the arithmetic instead of in a pass of its own. Many queries
+  // Few queries (decode: one token's 8 heads, fewer than head_dim): per tile, each key's head
+  // dots, ReLU and weighted sum in registers (ops::relu_weighted_scores), so the [keys, heads]
+  // dots never go to memory and back. Many queries
   // (prefill): keys transposed once per tile for one product over all the group's (token, head)
   // queries, then the sum. Both give every dot the same products summed in the same order, and
   // every score the same sum.
   const int64_t queries = rows * heads_;
   const bool few_queries = queries < head_dim_;
-  // f(i, slot, run) for the runs of consecutive slots among keys [j, j + count): a cache block's
-  // slots are consecutive, so rows are converted or prefetched a run at a time.
-  auto for_each_run = [&](int64_t j, int64_t count, const auto& f) {
+  // Keys [j, j + count) of the sequence as f32 rows, in runs of consecutive slots (a cache
+  // block's) converted at once.
+  auto read_keys = [&](int64_t j, int64_t count, float* out) {
     const int64_t* slots = seq.key_slots.data() + j;
     for (int64_t i = 0; i < count;) {
       int64_t run = 1;
       while (i + run < count && slots[i + run] == slots[i] + run) ++run;
-      f(i, slots[i], run);
+      cache.read_index_keys(cache_layer, slots[i], run, out + i * head_dim_);
       i += run;
     }
-  };
-  auto read_keys = [&](int64_t j, int64_t count, float* out) {
-    for_each_run(j, count, [&](int64_t i, int64_t slot, int64_t run) {
-      cache.read_index_keys(cache_layer, slot, run, out + i * head_dim_);
-    });
   };
   tensor::parallel_for(tiles, 1, [&](int64_t tile0, int64_t tile1) {
     float* key_rows = Scratch::thread_local_buffer(0, static_cast<size_t>(kTileKeys * head_dim_));
@@ -132,27 +126,16 @@ void Indexer::select_group(int64_t t0, int64_t t1, const float* q, const float* 
     for (int64_t tile = tile0; tile < tile1; ++tile) {
       const int64_t j0 = tile * kTileKeys;
       const int64_t n = std::min(kTileKeys, keys - j0);
+      read_keys(j0, n, key_rows);
       if (few_queries) {
-        for (int64_t j = j0; j < j0 + n; j += kScoreKeys) {
-          const int64_t count = std::min(kScoreKeys, j0 + n - j);
-          const int64_t ahead = j + kPrefetchKeys;
-          if (ahead < keys)
-            for_each_run(ahead, std::min(kScoreKeys, keys - ahead),
-                         [&](int64_t, int64_t slot, int64_t run) {
-                           cache.prefetch_index_keys(cache_layer, slot, run);
-                         });
-          read_keys(j, count, key_rows);
-          for (int64_t r = 0; r < rows; ++r) {
-            // Causal: a row whose keys end before these has none among them.
-            const int64_t limit = std::clamp<int64_t>(meta.token_pos[t0 + r] + 1 - j, 0, count);
-            ops::relu_weighted_scores(limit, heads_, head_dim_, key_rows, head_dim_,
-                                      q_t + r * heads_, queries, w + (t0 + r) * heads_,
-                                      scores + r * keys + j);
-          }
+        for (int64_t r = 0; r < rows; ++r) {
+          // Causal: a row whose keys end before this tile has none in it.
+          const int64_t limit = std::clamp<int64_t>(meta.token_pos[t0 + r] + 1 - j0, 0, n);
+          ops::relu_weighted_scores(limit, heads_, head_dim_, key_rows, head_dim_, q_t + r * heads_,
+                                    queries, w + (t0 + r) * heads_, scores + r * keys + j0);
         }
         continue;
       }
-      read_keys(j0, n, key_rows);
       ops::transpose(n, head_dim_, key_rows, head_dim_, key_t, kTileKeys);
       ops::gemm(queries, n, head_dim_, q + t0 * qw, head_dim_, key_t, kTileKeys, dots, kTileKeys,
                 false);

@@ -38,10 +38,6 @@ class Indexer {
   // 16 MiB for a 128K context while a 512-token chunk still gathers each key only 16 times.
   static constexpr int64_t kGroupRows = 32;
   static constexpr int64_t kTileKeys = 128;
-  // Decode converts and scores kScoreKeys keys at a time (16 KiB of f32 rows, in L1) and
-  // prefetches the rows of the keys kPrefetchKeys ahead (16 KiB of bf16 64-dim keys).
-  static constexpr int64_t kScoreKeys = 64;
-  static constexpr int64_t kPrefetchKeys = 128;
   int64_t heads_, head_dim_, rope_dim_, topk_;
   bool interleaved_;
   float scale_;
