@@ -56,6 +56,23 @@ void BM_ReluWeightedScores(benchmark::State& state) {
       2.0 * static_cast<double>(n * heads * dims) * static_cast<double>(state.iterations()),
       benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
+// The same from bf16 keys, widened inside the kernel (the bf16 cache's decode path).
+void BM_ReluWeightedScoresBf16(benchmark::State& state) {
+  const int64_t n = state.range(0), heads = state.range(1), dims = state.range(2);
+  const std::vector<uint16_t> keys(static_cast<size_t>(n * dims), 0x3f80);
+  const auto q_t = random_floats(static_cast<size_t>(dims * heads));
+  const auto w = random_floats(static_cast<size_t>(heads));
+  std::vector<float> out(static_cast<size_t>(n));
+  for (auto _ : state) {
+    handoff::ops::relu_weighted_scores_bf16(n, heads, dims, keys.data(), dims, q_t.data(), heads,
+                                            w.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["ns/key"] = benchmark::Counter(
+      static_cast<double>(n) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_ReluWeightedScoresBf16)->Args({128, 8, 64});
 BENCHMARK(BM_ReluWeightedScores)
     ->Args({8, 8, 64})
     ->Args({120, 8, 64})

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <string>
 #include <utility>
@@ -129,6 +131,36 @@ TEST_P(OpsGemm, ReluWeightedScoresEqualTheProductThenTheHeadSum) {
           ASSERT_NEAR(got, exact, 1e-5 * mag + 1e-30) << "key " << i;
         }
         for (size_t i = static_cast<size_t>(n); i < out.size(); ++i) ASSERT_EQ(out[i], 7.0f);
+      }
+    }
+  }
+}
+
+// From bf16 keys (the cache's rows as stored) the scores are those of the widened keys, bit for
+// bit; odd dims run the kernel's single-element tail after its pairs.
+TEST_P(OpsGemm, Bf16KeyScoresEqualTheWidenedKeys) {
+  for (int64_t n : {1, 7, 12, 13, 40}) {
+    for (int64_t heads : {1, 8, 9}) {
+      for (int64_t dims : {1, 2, 7, 64, 65}) {
+        const int64_t ldk = dims + 1, ldq = heads + 2;
+        const auto values = random(static_cast<size_t>(n * ldk));
+        std::vector<uint16_t> stored(values.size());
+        std::vector<float> widened(values.size());
+        for (size_t i = 0; i < values.size(); ++i) {
+          stored[i] = static_cast<uint16_t>(std::bit_cast<uint32_t>(values[i]) >> 16);
+          widened[i] = std::bit_cast<float>(uint32_t{stored[i]} << 16);
+        }
+        const auto q_t = random(static_cast<size_t>(dims * ldq));
+        const auto w = random(static_cast<size_t>(heads));
+        std::vector<float> want(static_cast<size_t>(n)), got(static_cast<size_t>(n) + 2, 7.0f);
+        relu_weighted_scores(n, heads, dims, widened.data(), ldk, q_t.data(), ldq, w.data(),
+                             want.data());
+        relu_weighted_scores_bf16(n, heads, dims, stored.data(), ldk, q_t.data(), ldq, w.data(),
+                                  got.data());
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(got[static_cast<size_t>(i)], want[static_cast<size_t>(i)])
+              << "n=" << n << " heads=" << heads << " dims=" << dims << " key " << i;
+        EXPECT_EQ(got[static_cast<size_t>(n)], 7.0f);
       }
     }
   }

@@ -134,6 +134,12 @@ void PagedCache::read_index_keys(int64_t layer, int64_t first, int64_t count, fl
                             out + i * shape_.index_dim);
 }
 
+const uint16_t* PagedCache::index_keys_bf16(int64_t layer, int64_t first) const {
+  const tensor::Tensor& store = index_key_[static_cast<size_t>(layer)];
+  if (store.dtype() != tensor::DType::kBF16) return nullptr;
+  return reinterpret_cast<const uint16_t*>(row(store, first, shape_.index_dim));
+}
+
 void PagedCache::copy_block(int32_t src, int32_t dst) {
   if (src < 0 || dst < 0 || src >= shape_.num_blocks || dst >= shape_.num_blocks)
     fail("PagedCache::copy_block: block {} -> {} outside the cache of {} blocks", src, dst,

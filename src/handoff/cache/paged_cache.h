@@ -50,6 +50,9 @@ class PagedCache {
   // The keys of slots [first, first + count), index_dim floats each, in one conversion: a
   // block's slots are consecutive, so a long-context scan converts whole blocks, not keys.
   void read_index_keys(int64_t layer, int64_t first, int64_t count, float* out) const;
+  // The stored keys from slot `first` on (index_dim values per row) of a bf16 cache; nullptr for
+  // another dtype. A decode step scores them as they are instead of converting them first.
+  const uint16_t* index_keys_bf16(int64_t layer, int64_t first) const;
   // Copies every row of block `src` into block `dst`, in every layer (copy-on-write).
   void copy_block(int32_t src, int32_t dst);
 

@@ -96,23 +96,25 @@ void Indexer::select_group(int64_t t0, int64_t t1, const float* q, const float* 
   const int64_t tiles = (keys + kTileKeys - 1) / kTileKeys;
   // Few queries (decode: one token's 8 heads, fewer than head_dim): per tile, each key's head
   // dots, ReLU and weighted sum in registers (ops::relu_weighted_scores), so the [keys, heads]
-  // dots never go to memory and back. Many queries
+  // dots never go to memory and back; bf16 keys are not even converted first. Many queries
   // (prefill): keys transposed once per tile for one product over all the group's (token, head)
   // queries, then the sum. Both give every dot the same products summed in the same order, and
   // every score the same sum.
   const int64_t queries = rows * heads_;
   const bool few_queries = queries < head_dim_;
-  // Keys [j, j + count) of the sequence as f32 rows, in runs of consecutive slots (a cache
-  // block's) converted at once.
-  auto read_keys = [&](int64_t j, int64_t count, float* out) {
+  // f(i, slot, run) for the runs of consecutive slots (a cache block's) among keys
+  // [j, j + count) of the sequence: rows of a run are converted or scored at once.
+  auto for_each_run = [&](int64_t j, int64_t count, const auto& f) {
     const int64_t* slots = seq.key_slots.data() + j;
     for (int64_t i = 0; i < count;) {
       int64_t run = 1;
       while (i + run < count && slots[i + run] == slots[i] + run) ++run;
-      cache.read_index_keys(cache_layer, slots[i], run, out + i * head_dim_);
+      f(i, slots[i], run);
       i += run;
     }
   };
+  // bf16 keys (the bf16 cache) are scored as stored, widened inside the kernel.
+  const bool bf16_keys = cache.shape().index_dtype == tensor::DType::kBF16;
   tensor::parallel_for(tiles, 1, [&](int64_t tile0, int64_t tile1) {
     float* key_rows = Scratch::thread_local_buffer(0, static_cast<size_t>(kTileKeys * head_dim_));
     float* q_t = Scratch::thread_local_buffer(1, static_cast<size_t>(head_dim_ * queries));
@@ -126,10 +128,24 @@ void Indexer::select_group(int64_t t0, int64_t t1, const float* q, const float* 
     for (int64_t tile = tile0; tile < tile1; ++tile) {
       const int64_t j0 = tile * kTileKeys;
       const int64_t n = std::min(kTileKeys, keys - j0);
-      read_keys(j0, n, key_rows);
+      if (few_queries && bf16_keys) {
+        for_each_run(j0, n, [&](int64_t i, int64_t slot, int64_t run) {
+          const uint16_t* stored = cache.index_keys_bf16(cache_layer, slot);
+          for (int64_t r = 0; r < rows; ++r) {
+            // Causal: a row whose keys end before these has none among them.
+            const int64_t limit = std::clamp<int64_t>(meta.token_pos[t0 + r] + 1 - j0 - i, 0, run);
+            ops::relu_weighted_scores_bf16(limit, heads_, head_dim_, stored, head_dim_,
+                                           q_t + r * heads_, queries, w + (t0 + r) * heads_,
+                                           scores + r * keys + j0 + i);
+          }
+        });
+        continue;
+      }
+      for_each_run(j0, n, [&](int64_t i, int64_t slot, int64_t run) {
+        cache.read_index_keys(cache_layer, slot, run, key_rows + i * head_dim_);
+      });
       if (few_queries) {
         for (int64_t r = 0; r < rows; ++r) {
-          // Causal: a row whose keys end before this tile has none in it.
           const int64_t limit = std::clamp<int64_t>(meta.token_pos[t0 + r] + 1 - j0, 0, n);
           ops::relu_weighted_scores(limit, heads_, head_dim_, key_rows, head_dim_, q_t + r * heads_,
                                     queries, w + (t0 + r) * heads_, scores + r * keys + j0);

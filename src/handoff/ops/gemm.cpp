@@ -3,6 +3,8 @@
 #include "handoff/ops/gemm.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 
 #include "handoff/ops/cpu_features.h"
 #include "handoff/ops/gemm_kernels.h"
@@ -24,14 +26,18 @@ void gemm_portable(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
   }
 }
 
-void relu_weighted_scores_portable(int64_t n, int64_t heads, int64_t dims, const float* keys,
+float key_value(float k) { return k; }
+float key_value(uint16_t k) { return std::bit_cast<float>(uint32_t{k} << 16); }
+
+template <typename Key>
+void relu_weighted_scores_portable(int64_t n, int64_t heads, int64_t dims, const Key* keys,
                                    int64_t ldk, const float* q_t, int64_t ldq, const float* w,
                                    float* out) {
   for (int64_t i = 0; i < n; ++i) {
     float score = 0.0f;
     for (int64_t h = 0; h < heads; ++h) {
       float dot = 0.0f;  // gemm_portable's sum for this (key, head)
-      for (int64_t p = 0; p < dims; ++p) dot += keys[i * ldk + p] * q_t[p * ldq + h];
+      for (int64_t p = 0; p < dims; ++p) dot += key_value(keys[i * ldk + p]) * q_t[p * ldq + h];
       score += w[h] * std::max(0.0f, dot);
     }
     out[i] = score;
@@ -52,6 +58,15 @@ void relu_weighted_scores(int64_t n, int64_t heads, int64_t dims, const float* k
   if (n <= 0) return;
   if (kernel_isa() >= Isa::kAvx2)
     return avx2::relu_weighted_scores(n, heads, dims, keys, ldk, q_t, ldq, w, out);
+  relu_weighted_scores_portable(n, heads, dims, keys, ldk, q_t, ldq, w, out);
+}
+
+void relu_weighted_scores_bf16(int64_t n, int64_t heads, int64_t dims, const uint16_t* keys,
+                               int64_t ldk, const float* q_t, int64_t ldq, const float* w,
+                               float* out) {
+  if (n <= 0) return;
+  if (kernel_isa() >= Isa::kAvx2)
+    return avx2::relu_weighted_scores_bf16(n, heads, dims, keys, ldk, q_t, ldq, w, out);
   relu_weighted_scores_portable(n, heads, dims, keys, ldk, q_t, ldq, w, out);
 }
 

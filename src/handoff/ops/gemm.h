@@ -22,6 +22,12 @@ void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const fl
 void relu_weighted_scores(int64_t n, int64_t heads, int64_t dims, const float* keys, int64_t ldk,
                           const float* q_t, int64_t ldq, const float* w, float* out);
 
+// The same scores from bf16 keys (a cache's rows as stored), widened exactly inside the kernel:
+// equal bit for bit to relu_weighted_scores on the widened keys, without a widening pass.
+void relu_weighted_scores_bf16(int64_t n, int64_t heads, int64_t dims, const uint16_t* keys,
+                               int64_t ldk, const float* q_t, int64_t ldq, const float* w,
+                               float* out);
+
 // dst[j, i] = src[i, j] for i < rows, j < cols.
 void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
 

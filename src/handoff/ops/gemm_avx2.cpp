@@ -4,6 +4,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include "handoff/ops/gemm_kernels.h"
 
@@ -187,9 +190,10 @@ void transpose8(__m256 (&r)[8]) {
 // Scores of Rows (<= 12) keys: per group of 8 heads, the keys × heads dots as narrow_tile sums
 // them (12 accumulators, one FMA per p, in order from 0), then ReLU times the head weights,
 // transposed so that lanes are keys (keys 0-7, then 8-11 padded with zeros), added head by head
-// onto the running scores.
-template <int Rows, bool Masked>
-void score_group(int64_t lanes, int64_t dims, const float* keys, int64_t ldk, const float* q_t,
+// onto the running scores. Key is float, or uint16_t for bf16 keys read straight from the cache:
+// one 32-bit broadcast carries a pair (p, p + 1), widened exactly by a shift and a mask.
+template <typename Key, int Rows, bool Masked>
+void score_group(int64_t lanes, int64_t dims, const Key* keys, int64_t ldk, const float* q_t,
                  int64_t ldq, const float* w, __m256& score_lo, __m256& score_hi) {
   const __m256i mask = lane_mask(lanes);
   auto load = [&](const float* p) {
@@ -198,13 +202,41 @@ void score_group(int64_t lanes, int64_t dims, const float* keys, int64_t ldk, co
   };
   __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0,
          c8 = c0, c9 = c0, c10 = c0, c11 = c0;
-#define HANDOFF_SCORE_ROWS(X)                                                                 \
-  X(0, c0)                                                                                    \
-  X(1, c1) X(2, c2) X(3, c3) X(4, c4) X(5, c5) X(6, c6) X(7, c7) X(8, c8) X(9, c9) X(10, c10) \
-      X(11, c11)
+#define HANDOFF_SCORE_ROWS(X) \
+  X(0, c0)                    \
+  X(1, c1)                    \
+  X(2, c2) X(3, c3) X(4, c4) X(5, c5) X(6, c6) X(7, c7) X(8, c8) X(9, c9) X(10, c10) X(11, c11)
+  int64_t p = 0;
+  if constexpr (std::is_same_v<Key, uint16_t>) {
+    const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+    // The bf16 pair (p, p + 1) of row r in every lane: p in the low half, p + 1 in the high.
+    auto pair = [&](int64_t r) {
+      uint32_t bits;
+      std::memcpy(&bits, keys + r * ldk + p, sizeof bits);
+      return _mm256_set1_epi32(static_cast<int>(bits));
+    };
+#define HANDOFF_SCORE_PAIR_FMA(r, acc)                                                \
+  if constexpr (r < Rows) {                                                           \
+    const __m256i two = pair(r);                                                      \
+    acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(two, 16)), b0, acc);  \
+    acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(two, high)), b1, acc); \
+  }
+    for (; p + 1 < dims; p += 2) {
+      const __m256 b0 = load(q_t + p * ldq), b1 = load(q_t + (p + 1) * ldq);
+      HANDOFF_SCORE_ROWS(HANDOFF_SCORE_PAIR_FMA)
+    }
+#undef HANDOFF_SCORE_PAIR_FMA
+  }
+  auto key = [&](int64_t r) {  // element (r, p) as f32, broadcast
+    if constexpr (std::is_same_v<Key, uint16_t>)
+      return _mm256_castsi256_ps(
+          _mm256_set1_epi32(static_cast<int>(uint32_t{keys[r * ldk + p]} << 16)));
+    else
+      return _mm256_broadcast_ss(keys + r * ldk + p);
+  };
 #define HANDOFF_SCORE_FMA(r, acc) \
-  if constexpr (r < Rows) acc = _mm256_fmadd_ps(_mm256_broadcast_ss(keys + r * ldk + p), b0, acc);
-  for (int64_t p = 0; p < dims; ++p) {
+  if constexpr (r < Rows) acc = _mm256_fmadd_ps(key(r), b0, acc);
+  for (; p < dims; ++p) {  // all of p for f32 keys; an odd last p for bf16
     const __m256 b0 = load(q_t + p * ldq);
     HANDOFF_SCORE_ROWS(HANDOFF_SCORE_FMA)
   }
@@ -225,16 +257,16 @@ void score_group(int64_t lanes, int64_t dims, const float* keys, int64_t ldk, co
   }
 }
 
-template <int Rows>
-void score_rows(int64_t heads, int64_t dims, const float* keys, int64_t ldk, const float* q_t,
+template <typename Key, int Rows>
+void score_rows(int64_t heads, int64_t dims, const Key* keys, int64_t ldk, const float* q_t,
                 int64_t ldq, const float* w, float* out) {
   __m256 lo = _mm256_setzero_ps(), hi = lo;
   for (int64_t g = 0; g < heads; g += 8) {
     const int64_t lanes = std::min<int64_t>(8, heads - g);
     if (lanes == 8)
-      score_group<Rows, false>(lanes, dims, keys, ldk, q_t + g, ldq, w + g, lo, hi);
+      score_group<Key, Rows, false>(lanes, dims, keys, ldk, q_t + g, ldq, w + g, lo, hi);
     else
-      score_group<Rows, true>(lanes, dims, keys, ldk, q_t + g, ldq, w + g, lo, hi);
+      score_group<Key, Rows, true>(lanes, dims, keys, ldk, q_t + g, ldq, w + g, lo, hi);
   }
   if constexpr (Rows >= 8)
     _mm256_storeu_ps(out, lo);
@@ -245,14 +277,22 @@ void score_rows(int64_t heads, int64_t dims, const float* keys, int64_t ldk, con
 
 constexpr int64_t kScoreRows = 12;
 
-template <int Rows = kScoreRows>
-void score_row_tile(int64_t rows, int64_t heads, int64_t dims, const float* keys, int64_t ldk,
+template <typename Key, int Rows = kScoreRows>
+void score_row_tile(int64_t rows, int64_t heads, int64_t dims, const Key* keys, int64_t ldk,
                     const float* q_t, int64_t ldq, const float* w, float* out) {
   if constexpr (Rows > 1) {
     if (rows < Rows)
-      return score_row_tile<Rows - 1>(rows, heads, dims, keys, ldk, q_t, ldq, w, out);
+      return score_row_tile<Key, Rows - 1>(rows, heads, dims, keys, ldk, q_t, ldq, w, out);
   }
-  score_rows<Rows>(heads, dims, keys, ldk, q_t, ldq, w, out);
+  score_rows<Key, Rows>(heads, dims, keys, ldk, q_t, ldq, w, out);
+}
+
+template <typename Key>
+void scores(int64_t n, int64_t heads, int64_t dims, const Key* keys, int64_t ldk, const float* q_t,
+            int64_t ldq, const float* w, float* out) {
+  for (int64_t i = 0; i < n; i += kScoreRows)
+    score_row_tile<Key>(std::min(kScoreRows, n - i), heads, dims, keys + i * ldk, ldk, q_t, ldq, w,
+                        out + i);
 }
 }  // namespace
 
@@ -268,9 +308,13 @@ void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float*
 
 void relu_weighted_scores(int64_t n, int64_t heads, int64_t dims, const float* keys, int64_t ldk,
                           const float* q_t, int64_t ldq, const float* w, float* out) {
-  for (int64_t i = 0; i < n; i += kScoreRows)
-    score_row_tile(std::min(kScoreRows, n - i), heads, dims, keys + i * ldk, ldk, q_t, ldq, w,
-                   out + i);
+  scores(n, heads, dims, keys, ldk, q_t, ldq, w, out);
+}
+
+void relu_weighted_scores_bf16(int64_t n, int64_t heads, int64_t dims, const uint16_t* keys,
+                               int64_t ldk, const float* q_t, int64_t ldq, const float* w,
+                               float* out) {
+  scores(n, heads, dims, keys, ldk, q_t, ldq, w, out);
 }
 
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
