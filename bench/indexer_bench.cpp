@@ -109,7 +109,7 @@ void BM_TopKSelect(benchmark::State& state) {
       static_cast<double>(n) * static_cast<double>(state.iterations()),
       benchmark::Counter::kIsRate | benchmark::Counter::kInvert, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_TopKSelect)->Arg(32768)->Arg(65536);
+BENCHMARK(BM_TopKSelect)->Arg(8192)->Arg(16384)->Arg(32768)->Arg(65536);
 
 }  // namespace
 

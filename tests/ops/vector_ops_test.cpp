@@ -225,7 +225,7 @@ TEST_P(OpsVector, TopKAscendingIsTopKSetInIndexOrder) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   const float palette[] = {0.0f, -0.0f, 1.0f, 1.0f, 2.5f, -3.0f, nan, inf, -inf, 1e-40f};
-  for (int64_t n : {1, 2, 7, 100, 257, 4096, 40000}) {
+  for (int64_t n : {1, 2, 7, 100, 257, 4096, 10000, 40000}) {
     for (int trial = 0; trial < 6; ++trial) {
       std::vector<float> x(static_cast<size_t>(n));
       if (trial == 0) {
