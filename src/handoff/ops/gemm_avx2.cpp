@@ -147,27 +147,8 @@ void narrow_row_tile(int64_t rows, int64_t k, const float* a, int64_t lda, const
   narrow_tile<Rows, Masked>(k, a, lda, b, ldb, c, ldc, cols, accumulate);
 }
 
-// dst (8 × 8, ldd) = transpose of src (8 × 8, lds): the usual unpack / shuffle / lane-swap.
-void transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd) {
-  __m256 r[8], t[8];
-  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    r[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 4; ++i) {
-    _mm256_storeu_ps(dst + i * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x20));
-    _mm256_storeu_ps(dst + (i + 4) * ldd, _mm256_permute2f128_ps(r[i], r[i + 4], 0x31));
-  }
-}
-
-// The 8 × 8 matrix whose rows are r[0..7], transposed in place.
+// The 8 × 8 matrix whose rows are r[0..7], transposed in place: the usual unpack / shuffle /
+// lane-swap.
 void transpose8(__m256 (&r)[8]) {
   __m256 t[8];
   for (int i = 0; i < 8; i += 2) {
@@ -185,6 +166,14 @@ void transpose8(__m256 (&r)[8]) {
     t[i + 4] = _mm256_permute2f128_ps(r[i], r[i + 4], 0x31);
   }
   for (int i = 0; i < 8; ++i) r[i] = t[i];
+}
+
+// dst (8 × 8, ldd) = transpose of src (8 × 8, lds).
+void transpose8x8(const float* src, int64_t lds, float* dst, int64_t ldd) {
+  __m256 r[8];
+  for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + i * lds);
+  transpose8(r);
+  for (int i = 0; i < 8; ++i) _mm256_storeu_ps(dst + i * ldd, r[i]);
 }
 
 // Scores of Rows (<= 12) keys: per group of 8 heads, the keys × heads dots as narrow_tile sums
