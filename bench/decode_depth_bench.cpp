@@ -4,8 +4,10 @@
 // on the values it reads, only on how many there are, so this measures what
 // bench/long_context.sh's decode column measures, in a loop short enough to profile and tune.
 //
-//   decode_depth_bench MODEL_DIR [--depth N ...] [--threads T] [--steps S]
+//   decode_depth_bench MODEL_DIR [--depth N ...] [--threads T] [--steps S] [--batch B]
 //   (bf16 weights, bf16 latent and indexer caches: bench/long_context.sh's setting)
+// --batch B decodes B sequences in one step, each at the same depth over its own cache rows:
+// the batched decode step of `bench offline --concurrency B`.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -43,12 +45,14 @@ void fill_random(PagedCache& cache, int64_t tokens) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fmt::print(stderr, "usage: {} MODEL_DIR [--depth N ...] [--threads T] [--steps S]\n", argv[0]);
+    fmt::print(stderr,
+               "usage: {} MODEL_DIR [--depth N ...] [--threads T] [--steps S] [--batch B]\n",
+               argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
   std::vector<int64_t> depths;
-  int threads = 2, steps = 16;
+  int threads = 2, steps = 16, batch = 1;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--depth")
@@ -57,6 +61,8 @@ int main(int argc, char** argv) {
       threads = std::stoi(argv[i + 1]);
     else if (flag == "--steps")
       steps = std::stoi(argv[i + 1]);
+    else if (flag == "--batch")
+      batch = std::stoi(argv[i + 1]);
     else {
       fmt::print(stderr, "unknown flag {}\n", flag);
       return 2;
@@ -74,32 +80,41 @@ int main(int argc, char** argv) {
 
   const int64_t block_size = 64;
   const int64_t max_depth = *std::max_element(depths.begin(), depths.end());
-  const int64_t blocks = max_depth / block_size + 2;
-  PagedCache cache(model->cache_shape(blocks, block_size));
-  fill_random(cache, max_depth + 1);
-  std::vector<int32_t> ids(static_cast<size_t>(blocks));
-  for (int32_t b = 0; b < static_cast<int32_t>(blocks); ++b) ids[static_cast<size_t>(b)] = b;
-  const handoff::cache::BlockTable table(ids);
-  model->profile_run(1);
+  const int64_t blocks = max_depth / block_size + 2;  // per sequence
+  PagedCache cache(model->cache_shape(blocks * batch, block_size));
+  fill_random(cache, (max_depth + 1) * batch);
+  std::vector<handoff::cache::BlockTable> tables;
+  for (int32_t s = 0; s < batch; ++s) {
+    std::vector<int32_t> ids(static_cast<size_t>(blocks));
+    for (int32_t b = 0; b < static_cast<int32_t>(blocks); ++b)
+      ids[static_cast<size_t>(b)] = s * static_cast<int32_t>(blocks) + b;
+    tables.emplace_back(ids);
+  }
+  model->profile_run(batch);
 
-  fmt::print("{} threads; ms per decode step (median of {}), tok/s\n", threads, steps);
-  const std::vector<int32_t> token = {1};
+  fmt::print("{} threads, batch {}; ms per decode step (median of {}), tok/s\n", threads, batch,
+             steps);
+  // Distinct tokens, so that a batch's rows route to different experts as real requests do.
+  std::vector<std::vector<int32_t>> tokens;
+  for (int32_t s = 0; s < batch; ++s) tokens.push_back({1 + s * 997 % 30000});
   for (const int64_t depth : depths) {
-    handoff::model::SequenceChunk chunk;
-    chunk.tokens = token;
-    chunk.start_pos = depth;
-    chunk.blocks = &table;
+    std::vector<handoff::model::SequenceChunk> chunks(static_cast<size_t>(batch));
+    for (size_t s = 0; s < chunks.size(); ++s) {
+      chunks[s].tokens = tokens[s];
+      chunks[s].start_pos = depth;
+      chunks[s].blocks = &tables[s];
+    }
     std::vector<double> ms;
     for (int s = 0; s < steps + 2; ++s) {
       const auto t0 = std::chrono::steady_clock::now();
-      model->forward({chunk}, cache);
+      model->forward(chunks, cache);
       const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - t0;
       if (s >= 2) ms.push_back(took.count());  // the first steps warm caches and TLBs
     }
     std::sort(ms.begin(), ms.end());
     const double median = ms[ms.size() / 2];
     fmt::print("depth {:>6}: {:7.2f} ms  {:6.2f} tok/s  (min {:.2f}, max {:.2f})\n", depth, median,
-               1000.0 / median, ms.front(), ms.back());
+               1000.0 * batch / median, ms.front(), ms.back());
   }
   return 0;
 }

@@ -58,9 +58,13 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
   const int64_t q_rows = tensor::shape_numel({all_heads, qk});
   const int64_t o_cols = tensor::shape_numel({all_heads, v_dim_});
   const int64_t kv_b_rows = tensor::shape_numel({all_heads, nope_ + v_dim_});
-  q_a_ = weights.linear(p + "q_a_proj.weight", {q_rank_, hidden_});
+  // q_a and kv_a read the same x: one weight, so a step makes one pass over x and one parallel
+  // region for both (and their 64-row blocks share out over the threads as one set).
+  const int64_t kv_width = kv_rank_ + rope_dim_;
+  qkv_a_ = weights.make_linear(
+      {weights.matrix_slice(p + "q_a_proj.weight", {q_rank_, hidden_}, 0, 0, q_rank_),
+       weights.matrix_slice(p + "kv_a_proj_with_mqa.weight", {kv_width, hidden_}, 0, 0, kv_width)});
   q_a_norm_ = weights.f32(p + "q_a_layernorm.weight", {q_rank_});
-  kv_a_ = weights.linear(p + "kv_a_proj_with_mqa.weight", {kv_rank_ + rope_dim_, hidden_});
   kv_a_norm_ = weights.f32(p + "kv_a_layernorm.weight", {kv_rank_});
 
   q_b_ = weights.make_linear(weights.matrix_slice(p + "q_b_proj.weight", {q_rows, q_rank_}, 0,
@@ -106,11 +110,16 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
   const int64_t pairs = rope_dim_ / 2;
   float* cs = scratch_.get(6, static_cast<size_t>(2 * pairs));
 
-  q_a_.forward(x, t_count, qr);
+  const int64_t kv_width = kv_rank_ + rope_dim_;
+  float* qkv = scratch_.get(10, static_cast<size_t>(t_count * (q_rank_ + kv_width)));
+  qkv_a_.forward(x, t_count, qkv);
+  for (int64_t t = 0; t < t_count; ++t) {
+    const float* row = qkv + t * (q_rank_ + kv_width);
+    std::memcpy(qr + t * q_rank_, row, static_cast<size_t>(q_rank_) * sizeof(float));
+    std::memcpy(kv + t * kv_width, row + q_rank_, static_cast<size_t>(kv_width) * sizeof(float));
+  }
   ops::rms_norm(qr, q_a_norm_.data<float>(), eps_, t_count, q_rank_, qr);
   q_b_.forward(qr, t_count, q);
-  const int64_t kv_width = kv_rank_ + rope_dim_;
-  kv_a_.forward(x, t_count, kv);
   for (int64_t t = 0; t < t_count; ++t) {
     float* kvt = kv + t * kv_width;
     ops::rms_norm(kvt, kv_a_norm_.data<float>(), eps_, 1, kv_rank_, kvt);

@@ -55,7 +55,7 @@ class MlaAttention {
   float eps_, softmax_scale_;
   bool interleaved_;
   Rope rope_;
-  ops::LinearWeight q_a_, q_b_, kv_a_, o_proj_;
+  ops::LinearWeight qkv_a_, q_b_, o_proj_;  // qkv_a_: [q_a_proj; kv_a_proj_with_mqa]
   tensor::Tensor q_a_norm_, kv_a_norm_;
   std::vector<ops::LinearWeight> w_uk_t_;  // per head: [kv_rank, nope] = W_UK[h]ᵀ
   std::vector<ops::LinearWeight> w_uv_;    // per head: [v_dim, kv_rank]

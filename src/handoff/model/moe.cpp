@@ -99,12 +99,6 @@ void Moe::route(const float* x, int64_t rows, Routing& routing) {
 }
 
 void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* out) {
-  if (has_shared_) {
-    float* tmp = scratch_.get(3, static_cast<size_t>(rows * 3 * shared_.intermediate()));
-    shared_.forward(x, rows, out, tmp);
-  } else {
-    std::memset(out, 0, static_cast<size_t>(rows * hidden_) * sizeof(float));
-  }
   for (auto& a : assigned_) a.clear();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t k = 0; k < top_k_; ++k) {
@@ -124,7 +118,7 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
   active.clear();
   offsets.clear();
   int64_t total = 0;
-  bool small = true;
+  bool small = !has_shared_ || shared_.small_m(rows);
   for (int64_t e = 0; e < range_.count; ++e) {
     const auto m = static_cast<int64_t>(assigned_[static_cast<size_t>(e)].size());
     if (m == 0) continue;
@@ -133,8 +127,7 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
     total += m;
     small = small && experts_[static_cast<size_t>(e)].small_m(m);
   }
-  if (total == 0) return;
-  const int64_t inter = experts_.front().intermediate();
+  const int64_t inter = experts_.empty() ? 0 : experts_.front().intermediate();
   float* xin = scratch_.get(4, static_cast<size_t>(total * hidden_));
   float* yout = scratch_.get(5, static_cast<size_t>(total * hidden_));
   float* tmp = scratch_.get(6, static_cast<size_t>(total * 3 * inter));
@@ -144,6 +137,14 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
       std::memcpy(xin + (offsets[a] + static_cast<int64_t>(i)) * hidden_,
                   x + rows_of[i].first * hidden_, static_cast<size_t>(hidden_) * sizeof(float));
   }
+  auto run_shared = [&] {
+    if (has_shared_) {
+      float* shared_tmp = scratch_.get(3, static_cast<size_t>(rows * 3 * shared_.intermediate()));
+      shared_.forward(x, rows, out, shared_tmp);
+    } else {
+      std::memset(out, 0, static_cast<size_t>(rows * hidden_) * sizeof(float));
+    }
+  };
   auto run_expert = [&](size_t a) {
     const auto m = static_cast<int64_t>(assigned_[static_cast<size_t>(active[a])].size());
     const int64_t off = offsets[a];
@@ -151,14 +152,24 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
                                                      tmp + off * 3 * inter);
   };
   if (small) {
-    // Decode: each expert is a few MiB of weights read for a row or two, so a parallel region
+    // Decode: each expert is a few MiB of weights read for a few rows, so a parallel region
     // per product (two per expert) cost more in fork/join and tail imbalance than the split
-    // gained. One region across the experts instead, each expert on one thread, each weight
-    // still read exactly once.
-    tensor::parallel_for(static_cast<int64_t>(active.size()), 1, [&](int64_t a0, int64_t a1) {
-      for (int64_t a = a0; a < a1; ++a) run_expert(static_cast<size_t>(a));
-    });
+    // gained. One region instead, each expert on one thread, each weight still read exactly
+    // once; the shared expert is its first item. With many rows (batched decode) the shared
+    // expert is bound by arithmetic while the routed experts, a row or two each, are bound by
+    // memory reads: in one region the two overlap instead of running one after the other.
+    const int64_t first = 1;  // item 0: the shared expert (or zeroing `out`)
+    tensor::parallel_for(first + static_cast<int64_t>(active.size()), 1,
+                         [&](int64_t i0, int64_t i1) {
+                           for (int64_t i = i0; i < i1; ++i) {
+                             if (i < first)
+                               run_shared();
+                             else
+                               run_expert(static_cast<size_t>(i - first));
+                           }
+                         });
   } else {
+    run_shared();
     for (size_t a = 0; a < active.size(); ++a) run_expert(a);
   }
   // Weighted sum in ascending expert order, as a per-expert loop would add them.
