@@ -70,7 +70,7 @@ for ((i = 1; i <= RUNS; ++i)); do
   p=$(sed -n 's/^prefill: .* = \([0-9.]*\) tokens\/s$/\1/p' <<< "$out")
   d=$(sed -n 's/^decode: .* = \([0-9.]*\) tokens\/s$/\1/p' <<< "$out")
   active=$(sed -n 's/^active weight bytes per token: \([0-9]*\)$/\1/p' <<< "$out")
-  l=$(sed -n 's/.*\] loaded .* in \([0-9.]*\) s;.*/\1/p' <<< "$out")
+  l=$(sed -n 's/.* loaded .* in \([0-9.]*\) s;.*/\1/p' <<< "$out")
   stop_competitor
   competitor=""
   [[ -n $p && -n $d ]] || { echo "$out" >&2; exit 1; }

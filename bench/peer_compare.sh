@@ -18,8 +18,9 @@
 #     file from the f32 one. ROUNDS rounds, each: stream_read (read bandwidth, 1 and 2 threads),
 #     then per weight type llama-bench (-t THREADS -p PROMPT_LEN -n DECODE -r 1) and
 #     `handoff bench offline` (one request, PROMPT_LEN random ids in, DECODE out; prefill =
-#     PROMPT_LEN / TTFT, decode = 1 / TPOT), the engine order alternating per round. Q8_0 is
-#     llama.cpp only. The table: medians over rounds; roofline = median 2-thread bandwidth /
+#     PROMPT_LEN / TTFT, decode = 1 / TPOT), the engine order alternating per round. Beside
+#     Q8_0 Handoff runs `--quantize fp8` (the published FP8 block format; its output head stays
+#     bf16, so its roofline is not given). The table: medians over rounds; roofline = median 2-thread bandwidth /
 #     active weight bytes per token (of the GGUF: everything but the embedding table, which is
 #     one row per token, and routed experts counted n_used / n_expert).
 #  3. check (MODE check|all): f32 bench-moe checkpoints of deepseek_v3 and deepseek_v32 (made by
@@ -162,16 +163,19 @@ EOF
           printf '%s\tllama.cpp\t%s\t%s\t%s\t%s\n' "$r" "$w" "$p" "$d" "$l1" >> "$OUT/runs.tsv"
           log "round $r llama.cpp $w: prefill $p tok/s, decode $d tok/s (load $l1)"
         else
-          [[ $w != q8_0 ]] || continue  # Handoff has no 8-bit path yet
-          f=$OUT/handoff_${w}_r$r.txt
-          "$HANDOFF" bench offline --model "$MODEL" --dtype "$w" --threads "$THREADS" \
+          # Beside llama.cpp's Q8_0: Handoff's 8-bit path, the published FP8 block format
+          # (--quantize fp8 of the same bf16 checkpoint; the output head stays bf16).
+          local hw=$w dtype_flags=(--dtype "$w")
+          [[ $w != q8_0 ]] || { hw=fp8; dtype_flags=(--dtype bf16 --quantize fp8); }
+          f=$OUT/handoff_${hw}_r$r.txt
+          "$HANDOFF" bench offline --model "$MODEL" "${dtype_flags[@]}" --threads "$THREADS" \
             --concurrency 1 --num-prompts 1 --input-len "$PROMPT_LEN" --output-len "$DECODE" \
             --max-num-batched-tokens "$PROMPT_LEN" --max-model-len $((PROMPT_LEN + DECODE)) \
             --kv-cache-tokens $((PROMPT_LEN + DECODE + 64)) > "$f" 2> "$f.err"
           p=$(awk -v n="$PROMPT_LEN" '$1 == "TTFT" {printf "%.2f", n / ($3 / 1000)}' "$f")
           d=$(awk '$1 == "TPOT" {printf "%.2f", 1000 / $3}' "$f")
-          printf '%s\tHandoff\t%s\t%s\t%s\t%s\n' "$r" "$w" "${p:-NA}" "${d:-NA}" "$l1" >> "$OUT/runs.tsv"
-          log "round $r Handoff $w: prefill ${p:-NA} tok/s, decode ${d:-NA} tok/s (load $l1)"
+          printf '%s\tHandoff\t%s\t%s\t%s\t%s\n' "$r" "$hw" "${p:-NA}" "${d:-NA}" "$l1" >> "$OUT/runs.tsv"
+          log "round $r Handoff $hw: prefill ${p:-NA} tok/s, decode ${d:-NA} tok/s (load $l1)"
         fi
       done
     done
@@ -199,7 +203,7 @@ import csv, os, statistics, struct, sys
 def active_bytes(path):
     """Weight bytes one decode token reads, from a GGUF header: all tensors but the embedding
     table (one row) and the routed experts (n_used of n_expert)."""
-    if not os.path.exists(path):
+    if path is None or not os.path.exists(path):
         return None
     with open(path, "rb") as f:
         def rd(fmt):
@@ -247,7 +251,7 @@ rows = []
 for key in dict.fromkeys((r["engine"], r["weights"]) for r in runs):
     rs = [r for r in runs if (r["engine"], r["weights"]) == key]
     p, d = med(r["prefill_tps"] for r in rs), med(r["decode_tps"] for r in rs)
-    a = active_bytes(gguf[key[1]])
+    a = active_bytes(gguf.get(key[1]))
     roof = bw * 1e9 / a if bw and a else None
     span = lambda col: "–".join(f"{v:.0f}" for v in sorted({min(float(r[col]) for r in rs if r[col] != "NA"), max(float(r[col]) for r in rs if r[col] != "NA")})) if any(r[col] != "NA" for r in rs) else "NA"
     rows.append([key[0], key[1].upper() if key[0] == "llama.cpp" else key[1],
