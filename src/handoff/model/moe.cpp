@@ -137,9 +137,11 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
       std::memcpy(xin + (offsets[a] + static_cast<int64_t>(i)) * hidden_,
                   x + rows_of[i].first * hidden_, static_cast<size_t>(hidden_) * sizeof(float));
   }
+  float* shared_tmp = has_shared_
+                          ? scratch_.get(3, static_cast<size_t>(rows * 3 * shared_.intermediate()))
+                          : nullptr;
   auto run_shared = [&] {
     if (has_shared_) {
-      float* shared_tmp = scratch_.get(3, static_cast<size_t>(rows * 3 * shared_.intermediate()));
       shared_.forward(x, rows, out, shared_tmp);
     } else {
       std::memset(out, 0, static_cast<size_t>(rows * hidden_) * sizeof(float));
@@ -155,19 +157,18 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
     // Decode: each expert is a few MiB of weights read for a few rows, so a parallel region
     // per product (two per expert) cost more in fork/join and tail imbalance than the split
     // gained. One region instead, each expert on one thread, each weight still read exactly
-    // once; the shared expert is its first item. With many rows (batched decode) the shared
-    // expert is bound by arithmetic while the routed experts, a row or two each, are bound by
-    // memory reads: in one region the two overlap instead of running one after the other.
-    const int64_t first = 1;  // item 0: the shared expert (or zeroing `out`)
-    tensor::parallel_for(first + static_cast<int64_t>(active.size()), 1,
-                         [&](int64_t i0, int64_t i1) {
-                           for (int64_t i = i0; i < i1; ++i) {
-                             if (i < first)
-                               run_shared();
-                             else
-                               run_expert(static_cast<size_t>(i - first));
-                           }
-                         });
+    // once. The shared expert is item 0 rather than two regions of its own before this one:
+    // with many rows it is bound by arithmetic while the routed experts, a row or two each, are
+    // bound by memory reads, so the two may overlap (on a 2-core Zen 3 neither faster nor
+    // slower, docs/performance.md).
+    tensor::parallel_for(1 + static_cast<int64_t>(active.size()), 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        if (i == 0)
+          run_shared();
+        else
+          run_expert(static_cast<size_t>(i - 1));
+      }
+    });
   } else {
     run_shared();
     for (size_t a = 0; a < active.size(); ++a) run_expert(a);
