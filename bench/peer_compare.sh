@@ -20,8 +20,8 @@
 #     `handoff bench offline` (one request, PROMPT_LEN random ids in, DECODE out; prefill =
 #     PROMPT_LEN / TTFT, decode = 1 / TPOT), the engine order alternating per round. Beside
 #     Q8_0 Handoff runs `--quantize fp8` (the published FP8 block format; its output head stays
-#     bf16, so its roofline is not given). The table: medians over rounds; roofline = median 2-thread bandwidth /
-#     active weight bytes per token (of the GGUF: everything but the embedding table, which is
+#     bf16, so its roofline is not given). The table: medians over rounds; roofline = median
+#     2-thread bandwidth / active weight bytes per token (of the GGUF: everything but the embedding table, which is
 #     one row per token, and routed experts counted n_used / n_expert).
 #  3. check (MODE check|all): f32 bench-moe checkpoints of deepseek_v3 and deepseek_v32 (made by
 #     make-model, seed 1), plus the deepseek_v32 one with index_topk 8 (its DSA selection is

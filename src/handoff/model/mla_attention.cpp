@@ -103,25 +103,23 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
   const int64_t q_width = heads_ * qk;
   float* qr = scratch_.get(0, static_cast<size_t>(t_count * q_rank_));
   float* q = scratch_.get(1, static_cast<size_t>(t_count * q_width));
-  float* kv = scratch_.get(2, static_cast<size_t>(t_count * (kv_rank_ + rope_dim_)));
   float* q_abs = scratch_.get(3, static_cast<size_t>(t_count * heads_ * kv_rank_));
   float* latent = scratch_.get(4, static_cast<size_t>(t_count * heads_ * kv_rank_));
   float* o = scratch_.get(5, static_cast<size_t>(t_count * heads_ * v_dim_));
   const int64_t pairs = rope_dim_ / 2;
   float* cs = scratch_.get(6, static_cast<size_t>(2 * pairs));
 
+  // Row t of qkv: [q_a (q_rank) | kv_a (c_kv, k_pe)]. q_a's norm writes qr (the query's and the
+  // indexer's input); c_kv and k_pe are normed and roped in place and cached from there.
   const int64_t kv_width = kv_rank_ + rope_dim_;
-  float* qkv = scratch_.get(10, static_cast<size_t>(t_count * (q_rank_ + kv_width)));
+  const int64_t qkv_width = q_rank_ + kv_width;
+  float* qkv = scratch_.get(2, static_cast<size_t>(t_count * qkv_width));
   qkv_a_.forward(x, t_count, qkv);
-  for (int64_t t = 0; t < t_count; ++t) {
-    const float* row = qkv + t * (q_rank_ + kv_width);
-    std::memcpy(qr + t * q_rank_, row, static_cast<size_t>(q_rank_) * sizeof(float));
-    std::memcpy(kv + t * kv_width, row + q_rank_, static_cast<size_t>(kv_width) * sizeof(float));
-  }
-  ops::rms_norm(qr, q_a_norm_.data<float>(), eps_, t_count, q_rank_, qr);
+  for (int64_t t = 0; t < t_count; ++t)
+    ops::rms_norm(qkv + t * qkv_width, q_a_norm_.data<float>(), eps_, 1, q_rank_, qr + t * q_rank_);
   q_b_.forward(qr, t_count, q);
   for (int64_t t = 0; t < t_count; ++t) {
-    float* kvt = kv + t * kv_width;
+    float* kvt = qkv + t * qkv_width + q_rank_;
     ops::rms_norm(kvt, kv_a_norm_.data<float>(), eps_, 1, kv_rank_, kvt);
     rope_.cos_sin(meta.token_pos[t], cs, cs + pairs);
     ops::rope(kvt + kv_rank_, 1, rope_dim_, rope_dim_, cs, cs + pairs, interleaved_);
