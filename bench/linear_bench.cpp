@@ -59,21 +59,25 @@ void Shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Linear)->Apply(Shapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// A batched decode step's routed experts: many expert-sized bf16 matrices (512 MiB in all, far
+// A batched decode step's routed experts: many expert-sized matrices (512 MiB in all, far
 // beyond the last-level cache, so every weight comes from DRAM), each forwarded on M rows, one
 // matrix per thread at a time as Moe::forward runs them. GB/s against stream_read says whether
-// M rows per expert are still memory-bound. Args: M, N, K, threads.
+// M rows per expert are still memory-bound. Args: M, N, K, dtype (1 bf16, 2 fp8), threads.
 void BM_ExpertsFromDram(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
-  handoff::tensor::set_num_threads(static_cast<int>(state.range(3)));
+  const bool fp8 = state.range(3) == 2;
+  handoff::tensor::set_num_threads(static_cast<int>(state.range(4)));
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  const int64_t count = (int64_t{512} << 20) / (n * k * 2);
+  const int64_t count = (int64_t{512} << 20) / (n * k * (fp8 ? 1 : 2));
   std::vector<handoff::ops::LinearWeight> experts;
   Tensor w = Tensor::empty({n, k}, DType::kF32);
   for (int64_t e = 0; e < count; ++e) {
     for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = dist(rng);
-    experts.emplace_back(w, DType::kBF16);
+    if (fp8)
+      experts.emplace_back(handoff::tensor::quantize_fp8_blocks(w), DType::kF8E4M3);
+    else
+      experts.emplace_back(w, DType::kBF16);
   }
   std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(count * m * n));
   for (float& v : x) v = dist(rng);
@@ -91,8 +95,8 @@ void BM_ExpertsFromDram(benchmark::State& state) {
 }
 
 BENCHMARK(BM_ExpertsFromDram)
-    ->ArgNames({"M", "N", "K", "thr"})
-    ->ArgsProduct({{1, 2, 3, 4, 6, 8}, {1024}, {1024}, {1, 2}})
+    ->ArgNames({"M", "N", "K", "dt", "thr"})
+    ->ArgsProduct({{1, 2, 3, 4, 6, 8}, {1024}, {1024}, {1, 2}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -147,7 +147,8 @@ void detail::linear_small_m_fp8_portable(const PackedWeight& w, const float* x, 
         float part[kRowBlock] = {};
         for (int64_t k = kb * w.k_block; k < (kb + 1) * w.k_block; ++k) {
           const auto* p = static_cast<const uint8_t*>(w.data) + (b * kp + k) * kRowBlock;
-          for (int64_t r = 0; r < kRowBlock; ++r) part[r] += tensor::f8e4m3_to_f32(p[r]) * xi[k];
+          for (int64_t r = 0; r < kRowBlock; ++r)
+            part[r] += tensor::f8e4m3_to_f32(p[detail::fp8_row_offset(r)]) * xi[k];
         }
         const float* s = w.scales + (b * nkb + kb) * kRowBlock;
         for (int64_t r = 0; r < kRowBlock; ++r) acc[r] += part[r] * s[r];
@@ -430,8 +431,9 @@ void LinearWeight::pack_fp8(const std::vector<LinearSource>& parts,
       uint8_t* block = dst + b * kp * kRowBlock;
       for (int64_t r = 0; r < kRowBlock; ++r) {
         const int64_t n = b * kRowBlock + r;
+        uint8_t* row = block + detail::fp8_row_offset(r);  // then every kRowBlock bytes
         if (n >= n_) {
-          for (int64_t c = 0; c < kp; ++c) block[c * kRowBlock + r] = 0;
+          for (int64_t c = 0; c < kp; ++c) row[c * kRowBlock] = 0;
           for (int64_t kb = 0; kb < nkb; ++kb) sdst[(b * nkb + kb) * kRowBlock + r] = 0.0f;
           continue;
         }
@@ -440,9 +442,9 @@ void LinearWeight::pack_fp8(const std::vector<LinearSource>& parts,
         const int64_t pr = n - *part;
         const auto* q = f.values.data<uint8_t>() + pr * f.values.strides()[0];
         const int64_t cs = f.values.strides()[1];
-        for (int64_t c = 0; c < lead; ++c) block[c * kRowBlock + r] = 0;
-        for (int64_t c = 0; c < k_; ++c) block[(lead + c) * kRowBlock + r] = q[c * cs];
-        for (int64_t c = lead + k_; c < kp; ++c) block[c * kRowBlock + r] = 0;
+        for (int64_t c = 0; c < lead; ++c) row[c * kRowBlock] = 0;
+        for (int64_t c = 0; c < k_; ++c) row[(lead + c) * kRowBlock] = q[c * cs];
+        for (int64_t c = lead + k_; c < kp; ++c) row[c * kRowBlock] = 0;
         for (int64_t kb = 0; kb < nkb; ++kb) {
           // Column kb * bc - lead of this view is the block's first (or, for kb = 0, the view's
           // first column lies inside it).

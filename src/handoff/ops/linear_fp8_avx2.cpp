@@ -1,9 +1,15 @@
-// AVX2 + F16C small-M kernel over the packed FP8 layout of linear_kernels.h. e4m3 becomes f32 in
-// registers without a table: sign-extending a byte to 16 bits, shifting it left by 7 and clearing
-// bit 14 gives the f16 whose exponent and mantissa fields are the e4m3 ones (sign in bit 15), i.e.
-// the e4m3 value times 2^-8 (subnormals included, as both formats' subnormals scale alike), which
-// vcvtph2ps widens exactly; the 2^8 goes into the block scale. A 16-byte load is 16 rows of one
-// k. Each k block (the quantisation grid's 128 columns) is summed in registers, then
+// AVX2 small-M kernel over the packed FP8 layout of linear_kernels.h. e4m3 becomes f32 in
+// registers with shifts and masks only: an e4m3 byte's sign, exponent and mantissa bits moved to
+// f32's bit 31 and bits 26..20 are the f32 whose exponent and mantissa fields are the e4m3 ones,
+// i.e. the e4m3 value times 2^-120 (subnormals included: both formats' subnormals scale alike).
+// One 32-byte load holds 32 rows of one k with row 8r + j in byte r of 32-bit lane j (the
+// packing's permutation), so four fixed byte positions give four vectors of 8 rows: 16-bit
+// arithmetic shifts put the odd bytes' fields in place for both halves of a lane at once, a left
+// shift first does the same for the even bytes; 9 integer ops per 32 weights and no shuffle, where
+// widening to f16 and vcvtph2ps cost twice the ops on the ports the FMAs use. x is taken times
+// 2^60 and the block scale times 2^60, so products of the smallest subnormal weights stay normal
+// f32 and every product and sum is the unscaled one times a power of two (the same roundings).
+// Each k block (the quantisation grid's 128 columns) is summed in registers, then
 // y += partial · scale, so every weight byte is read once per row tile and, for large M, a
 // block's 64 × 128 bytes stay in L1 while all row tiles pass over them. From kDequantRows rows
 // of x on, the conversion would be repeated per row tile, so a 64-row block is instead
@@ -20,21 +26,27 @@ namespace handoff::ops::detail::avx2 {
 
 namespace {
 
-constexpr int64_t kGroups = kRowBlock / 16;  // 16-row groups per block
+constexpr int64_t kHalves = kRowBlock / 32;  // 32-row halves per block
 constexpr int kPrefetchBytes = 1024;
 // Rows of x from which a block is dequantised first (the conversion then costs a fraction of
 // the FMAs instead of one per row tile).
 constexpr int64_t kDequantRows = 4;
 // Columns per dequantised chunk: 64 rows × 512 × 4 bytes = 128 KiB, a quarter of Zen 3's L2.
 constexpr int64_t kDequantCols = 512;
+// The 2^120 the f32 view drops, split between x (or the weight) and the scale.
+constexpr float kHalfUnit = 0x1p60f;
 
-// 16 e4m3 bytes -> rows 0-7 and 8-15 as f32, each 2^-8 times its value.
-inline void widen16(const uint8_t* p, __m256& lo, __m256& hi) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  __m256i h = _mm256_cvtepi8_epi16(b);
-  h = _mm256_and_si256(_mm256_slli_epi16(h, 7), _mm256_set1_epi16(static_cast<short>(0xBFFF)));
-  lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-  hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+// 32 e4m3 bytes of one k -> rows 8r..8r+7 in v[r], each 2^-120 times its value.
+inline void widen32(const uint8_t* p, __m256 v[4]) {
+  const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0x87F00000u));  // sign, bits 26..20
+  const __m256i low = _mm256_set1_epi32(0x000087F0);                      // the same 16 bits lower
+  const __m256i odd = _mm256_srai_epi16(y, 4);                            // bytes 1 and 3
+  const __m256i even = _mm256_srai_epi16(_mm256_slli_epi16(y, 8), 4);     // bytes 0 and 2
+  v[0] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(even, low), 16));
+  v[1] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(odd, low), 16));
+  v[2] = _mm256_castsi256_ps(_mm256_and_si256(even, high));
+  v[3] = _mm256_castsi256_ps(_mm256_and_si256(odd, high));
 }
 
 __m256i row_mask(int64_t valid) {
@@ -42,72 +54,61 @@ __m256i row_mask(int64_t valid) {
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// Groups [g0, g0 + NG) of block b × MR rows of x over k block kb: y (+)= partial · scale.
-template <int NG, int MR>
+// Halves [h0, h0 + NH) of block b × MR rows of x over k block kb: y (+)= partial · scale.
+template <int NH, int MR>
 void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
-          int64_t g0, int64_t kb, bool accumulate) {
-  __m256 acc[NG][2][MR];
-  for (int j = 0; j < NG; ++j)
-    for (int h = 0; h < 2; ++h)
-      for (int i = 0; i < MR; ++i) acc[j][h][i] = _mm256_setzero_ps();
+          int64_t h0, int64_t kb, bool accumulate) {
+  __m256 acc[NH][4][MR];
+  for (int h = 0; h < NH; ++h)
+    for (int r = 0; r < 4; ++r)
+      for (int i = 0; i < MR; ++i) acc[h][r][i] = _mm256_setzero_ps();
   const int64_t k0 = kb * w.k_block, k1 = k0 + w.k_block;
-  const auto* base = static_cast<const uint8_t*>(w.data) + b * w.k_pad * kRowBlock + g0 * 16;
+  const auto* base = static_cast<const uint8_t*>(w.data) + b * w.k_pad * kRowBlock + h0 * 32;
+  const __m256 unit = _mm256_set1_ps(kHalfUnit);
   for (int64_t k = k0; k < k1; ++k) {
     const uint8_t* p = base + k * kRowBlock;
-    if (g0 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-    for (int j = 0; j < NG; ++j) {
-      __m256 lo, hi;
-      widen16(p + j * 16, lo, hi);
-      for (int i = 0; i < MR; ++i) {
-        const __m256 xv = _mm256_broadcast_ss(x + i * ldx + k);
-        acc[j][0][i] = _mm256_fmadd_ps(lo, xv, acc[j][0][i]);
-        acc[j][1][i] = _mm256_fmadd_ps(hi, xv, acc[j][1][i]);
-      }
+    if (h0 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+    __m256 xv[MR];
+    for (int i = 0; i < MR; ++i) xv[i] = _mm256_mul_ps(_mm256_broadcast_ss(x + i * ldx + k), unit);
+    for (int h = 0; h < NH; ++h) {
+      __m256 v[4];
+      widen32(p + h * 32, v);
+      for (int r = 0; r < 4; ++r)
+        for (int i = 0; i < MR; ++i) acc[h][r][i] = _mm256_fmadd_ps(v[r], xv[i], acc[h][r][i]);
     }
   }
   const int64_t nkb = w.k_pad / w.k_block;
-  const float* scales = w.scales + (b * nkb + kb) * kRowBlock + g0 * 16;
-  const __m256 unit = _mm256_set1_ps(256.0f);  // the 2^8 the f16 view dropped
-  for (int j = 0; j < NG; ++j)
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row0 = b * kRowBlock + (g0 + j) * 16 + h * 8;
+  const float* scales = w.scales + (b * nkb + kb) * kRowBlock + h0 * 32;
+  for (int h = 0; h < NH; ++h)
+    for (int r = 0; r < 4; ++r) {
+      const int64_t row0 = b * kRowBlock + (h0 + h) * 32 + r * 8;
       const int64_t valid = w.n - row0;
       if (valid <= 0) continue;
-      const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(scales + j * 16 + h * 8), unit);
+      const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(scales + h * 32 + r * 8), unit);
       const __m256i mask = row_mask(valid);
       for (int i = 0; i < MR; ++i) {
         float* out = y + i * ldy + row0;
         if (valid >= 8) {
           const __m256 prev = accumulate ? _mm256_loadu_ps(out) : _mm256_setzero_ps();
-          _mm256_storeu_ps(out, _mm256_fmadd_ps(acc[j][h][i], s, prev));
+          _mm256_storeu_ps(out, _mm256_fmadd_ps(acc[h][r][i], s, prev));
         } else {
           const __m256 prev = accumulate ? _mm256_maskload_ps(out, mask) : _mm256_setzero_ps();
-          _mm256_maskstore_ps(out, mask, _mm256_fmadd_ps(acc[j][h][i], s, prev));
+          _mm256_maskstore_ps(out, mask, _mm256_fmadd_ps(acc[h][r][i], s, prev));
         }
       }
     }
 }
 
-// MR rows of x against the 16-row groups of block b that hold rows, NG at a time.
-template <int NG, int MR>
-void groups(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
+// MR rows of x against the 32-row halves of block b that hold rows, NH at a time.
+template <int NH, int MR>
+void halves(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
             int64_t kb, bool accumulate) {
-  const int64_t live = std::min<int64_t>(kGroups, (w.n - b * kRowBlock + 15) / 16);
-  for (int64_t g = 0; g < live; g += NG) {
-    switch (std::min<int64_t>(NG, live - g)) {
-      case 1:
-        tile<1, MR>(w, x, ldx, y, ldy, b, g, kb, accumulate);
-        break;
-      case 2:
-        tile<2, MR>(w, x, ldx, y, ldy, b, g, kb, accumulate);
-        break;
-      case 3:
-        if constexpr (NG >= 3) tile<3, MR>(w, x, ldx, y, ldy, b, g, kb, accumulate);
-        break;
-      default:
-        if constexpr (NG >= 4) tile<4, MR>(w, x, ldx, y, ldy, b, g, kb, accumulate);
-        break;
-    }
+  const int64_t live = std::min<int64_t>(kHalves, (w.n - b * kRowBlock + 31) / 32);
+  for (int64_t h = 0; h < live; h += NH) {
+    if (live - h >= NH)
+      tile<NH, MR>(w, x, ldx, y, ldy, b, h, kb, accumulate);
+    else
+      tile<1, MR>(w, x, ldx, y, ldy, b, h, kb, accumulate);
   }
 }
 
@@ -116,7 +117,7 @@ void groups(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_
 void dequantize_block(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, float* out) {
   const int64_t nkb = w.k_pad / w.k_block;
   const auto* src = static_cast<const uint8_t*>(w.data) + b * w.k_pad * kRowBlock;
-  const __m256 unit = _mm256_set1_ps(256.0f);
+  const __m256 unit = _mm256_set1_ps(kHalfUnit);
   for (int64_t kb = c0 / w.k_block; kb * w.k_block < c1; ++kb) {
     const float* scales = w.scales + (b * nkb + kb) * kRowBlock;
     __m256 s[8];
@@ -125,11 +126,13 @@ void dequantize_block(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, 
     for (int64_t k = k0; k < k1; ++k) {
       const uint8_t* p = src + k * kRowBlock;
       float* o = out + (k - c0) * kRowBlock;
-      for (int g = 0; g < 4; ++g) {
-        __m256 lo, hi;
-        widen16(p + g * 16, lo, hi);
-        _mm256_storeu_ps(o + g * 16, _mm256_mul_ps(lo, s[2 * g]));
-        _mm256_storeu_ps(o + g * 16 + 8, _mm256_mul_ps(hi, s[2 * g + 1]));
+      for (int h = 0; h < kHalves; ++h) {
+        __m256 v[4];
+        widen32(p + h * 32, v);
+        // Times 2^60 first (exact: subnormal weights become normal), then the scale, once rounded.
+        for (int r = 0; r < 4; ++r)
+          _mm256_storeu_ps(o + h * 32 + r * 8,
+                           _mm256_mul_ps(_mm256_mul_ps(v[r], unit), s[h * 4 + r]));
       }
     }
   }
@@ -159,20 +162,13 @@ void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float*
   }
   for (int64_t b = b0; b < b1; ++b)
     for (int64_t kb = 0; kb < nkb; ++kb)
-      for (int64_t i = 0; i < m; i += 3) {
+      for (int64_t i = 0; i < m; i += 2) {
         const float* xi = x + i * ldx;
         float* yi = y + i * ldy;
-        switch (std::min<int64_t>(3, m - i)) {
-          case 1:
-            groups<4, 1>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
-            break;
-          case 2:
-            groups<2, 2>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
-            break;
-          default:
-            groups<2, 3>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
-            break;
-        }
+        if (m - i == 1)
+          halves<2, 1>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
+        else
+          halves<1, 2>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
       }
 }
 

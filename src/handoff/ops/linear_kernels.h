@@ -13,7 +13,8 @@
 // reductions, and each weight byte is read from memory once for all M rows. oneDNN reads the same
 // buffer for large M.
 //
-// FP8 (e4m3 bytes): [N/64][K_pad][64], one 64-byte line per k holding the block's 64 rows, and
+// FP8 (e4m3 bytes): [N/64][K_pad][64], one 64-byte line per k holding the block's 64 rows (in
+// the order fp8_row_offset gives, so one 32-bit lane holds four rows 8 apart), and
 // f32 scales [N/64][K_pad / k_block][64], one per row and k block (per row, not per 128 rows, so
 // fused parts and tensor-parallel slices need not start on a block boundary). The K axis is the
 // quantisation grid's: it starts `k_lead` zero columns before the matrix's first column (a slice
@@ -28,6 +29,13 @@ namespace handoff::ops::detail {
 inline constexpr int64_t kRowBlock = 64;
 inline constexpr int64_t kLane = 16;  // rows per 64-byte vector
 inline constexpr int64_t kKAlign = 16;
+
+// Byte of row r (of 64) within an FP8 block's line for one k: each 32-row half keeps row
+// 8·q + j in byte q of its 32-bit lane j, so the AVX2 kernel widens a lane's four bytes into four
+// vectors of 8 consecutive rows with shifts alone.
+inline constexpr int64_t fp8_row_offset(int64_t r) {
+  return (r / 32) * 32 + (r % 8) * 4 + (r % 32) / 8;
+}
 
 struct PackedWeight {
   tensor::DType dtype;
