@@ -99,18 +99,22 @@ inline void store_rows(const PackedWeight& w, float* out, int64_t row0, __m256 r
   }
 }
 
-// Lanes lane0, lane0 + 1 of block b × 6 rows of x over k in [k0, k1): the prefill tile. Each
-// weight vector feeds 6 FMAs (half the L2 reads per FMA of the 4 × 3 tile), and the 12
-// accumulators are named variables with each k's two weight vectors and one broadcast live at a
-// time (15 registers): written as arrays, GCC kept accumulators on the stack and the
-// store-to-load latency ran the loop at ~60 % of the FMA peak.
+// Lanes lane0, lane0 + 1 of block b × R (5 or 6) rows of x over k in [k0, k1): the prefill
+// tile. Each weight vector feeds R FMAs (L2 reads per FMA about half the 4 × 3 tile's), and the
+// accumulators are named variables: written as arrays, GCC kept some on the stack and the
+// store-to-load latency ran the loop at ~60 % of the FMA peak. f32 needs 2R accumulators, two
+// weight vectors and one broadcast (15 registers at R = 6); bf16 also keeps the two raw loads and
+// the high-half mask live, so it takes R = 5 to stay within 16.
 template <bool kBF16>
+constexpr int kTallRows = kBF16 ? 5 : 6;
+
+template <bool kBF16, int R>
 void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
                int64_t lane0, int64_t k0, int64_t k1, bool accumulate) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
   __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;
   const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx, *x4 = x + 4 * ldx,
-              *x5 = x + 5 * ldx;
+              *x5 = x + (R - 1) * ldx;
   auto step = [&](__m256 wa, __m256 wb, int64_t k) {
     __m256 t = _mm256_broadcast_ss(x0 + k);
     a0 = _mm256_fmadd_ps(wa, t, a0);
@@ -127,9 +131,11 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
     t = _mm256_broadcast_ss(x4 + k);
     a4 = _mm256_fmadd_ps(wa, t, a4);
     b4 = _mm256_fmadd_ps(wb, t, b4);
-    t = _mm256_broadcast_ss(x5 + k);
-    a5 = _mm256_fmadd_ps(wa, t, a5);
-    b5 = _mm256_fmadd_ps(wb, t, b5);
+    if constexpr (R > 5) {
+      t = _mm256_broadcast_ss(x5 + k);
+      a5 = _mm256_fmadd_ps(wa, t, a5);
+      b5 = _mm256_fmadd_ps(wb, t, b5);
+    }
   };
   const int64_t kp = w.k_pad;
   for (int64_t k = k0; k < k1; k += 2) {
@@ -139,6 +145,9 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
       const auto* q = reinterpret_cast<const __m256i*>(p);
       step(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(q), 16)),
            _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(q + 1), 16)), k);
+      // The odd k's weights are loaded again after the even k's FMAs (an L1 hit): kept from the
+      // first load, the two raw vectors pushed accumulators onto the stack.
+      asm volatile("" ::: "memory");
       const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
       step(_mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256(q), hi)),
            _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256(q + 1), hi)), k + 1);
@@ -152,7 +161,7 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
   }
   const int64_t row0 = b * kRowBlock + lane0 * 8;
   const __m256 as[6] = {a0, a1, a2, a3, a4, a5}, bs[6] = {b0, b1, b2, b3, b4, b5};
-  for (int i = 0; i < 6; ++i) {
+  for (int i = 0; i < R; ++i) {
     store_rows(w, y + i * ldy + row0, row0, as[i], accumulate);
     store_rows(w, y + i * ldy + row0 + 8, row0 + 8, bs[i], accumulate);
   }
@@ -211,10 +220,11 @@ void run(const PackedWeight& w, const float* x, int64_t ldx, int64_t m, float* y
       const int64_t k1 = std::min(kp, k0 + chunk);
       const bool acc = accumulate || k0 > 0;
       int64_t i = 0;
-      for (; m - i >= 6; i += 6)
+      for (; m - i >= kTallRows<kBF16>; i += kTallRows<kBF16>)
         // An odd last lane pairs with a padding lane: zero weights, rows past n not stored.
         for (int64_t g = 0; g < lanes; g += 2)
-          tall_tile<kBF16>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, g, k0, k1, acc);
+          tall_tile<kBF16, kTallRows<kBF16>>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, g, k0, k1,
+                                             acc);
       for (; i < m; i += 3) {
         const float* xi = x + i * ldx;
         float* yi = y + i * ldy;
