@@ -86,7 +86,7 @@ TEST_P(OpsLinearFp8, MatchesReferenceOnOddShapes) {
       const Fp8Blocks w = random_fp8(n, k, rng);
       for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 16, 40}) check(w, m, rng);
     }
-  // K past the dequantising path's 512-column chunks (and the f32 kernel's 1024 ones).
+  // K past the prefill path's 512-column chunks.
   for (int64_t k : {600, 1100}) {
     const Fp8Blocks w = random_fp8(70, k, rng);
     for (int64_t m : {1, 3, 4, 9}) check(w, m, rng);
@@ -117,6 +117,22 @@ TEST_P(OpsLinearFp8, RowIndependentRowsEqualSingleRowCalls) {
   lw.forward(x.data(), 9, y.data());
   for (int64_t i = 0; i < 9; ++i) {
     lw.forward(x.data() + i * 260, 1, y1.data());
+    EXPECT_EQ(0, std::memcmp(y1.data(), y.data() + i * 70, 70 * sizeof(float))) << "row " << i;
+  }
+}
+
+// Batch invariance: the direct path (up to 4 rows, and the rows a prefill tile leaves over) and
+// the prefill tiles sum alike, so a row's result does not depend on how many rows came with it.
+TEST_P(OpsLinearFp8, RowsDoNotDependOnTheBatch) {
+  std::mt19937 rng(16);
+  const Fp8Blocks w = random_fp8(70, 700, rng);
+  const LinearWeight lw(LinearSource(w), DType::kF8E4M3);
+  std::vector<float> x(33 * 700), y(33 * 70), y1(70);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  lw.forward(x.data(), 33, y.data());
+  for (int64_t i = 0; i < 33; ++i) {
+    lw.forward(x.data() + i * 700, 1, y1.data());
     EXPECT_EQ(0, std::memcmp(y1.data(), y.data() + i * 70, 70 * sizeof(float))) << "row " << i;
   }
 }
@@ -168,18 +184,14 @@ TEST(OpsLinearFp8Parts, StackedPartsEqualTheirReferences) {
     stacked.forward(x.data(), m, y.data());
     la.forward(x.data(), m, ya.data());
     lb.forward(x.data(), m, yb.data());
-    // Bit for bit below 4 rows (one sum order per row); from 4 rows on the f32 kernel's
-    // accumulator split depends on the tile, so only within rounding.
+    // Bit for bit: every path sums a row's k block in one f32 chain in k order, then adds
+    // partial · scale (the scalings by powers of two round alike).
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < 107; ++j) {
         const float got = y[static_cast<size_t>(i * 107 + j)];
         const float want =
             j < 37 ? ya[static_cast<size_t>(i * 37 + j)] : yb[static_cast<size_t>(i * 70 + j - 37)];
-        if (m < 4) {
-          EXPECT_EQ(got, want) << "m=" << m << " row " << i << " col " << j;
-        } else {
-          EXPECT_NEAR(got, want, 1e-5 * (1 + std::fabs(want))) << "m=" << m << " col " << j;
-        }
+        EXPECT_EQ(got, want) << "m=" << m << " row " << i << " col " << j;
       }
   }
   // A dense-dtype pack of FP8 parts dequantises them exactly (e4m3 · scale is exact in f32 here).

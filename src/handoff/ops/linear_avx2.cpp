@@ -87,16 +87,27 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
 }
 
 // Store (or add to y when `accumulate`) 8 rows starting at row0 for one row of x.
-inline void store_rows(const PackedWeight& w, float* out, int64_t row0, __m256 r, bool accumulate) {
+// Store (or add to y when `accumulate`) 8 rows starting at row0 for one row of x, times the
+// rows' scales first when `scale` is given.
+inline void store_rows(const PackedWeight& w, float* out, int64_t row0, __m256 r, bool accumulate,
+                       const float* scale) {
   const int64_t valid = w.n - row0;
-  if (valid >= 8) {
-    if (accumulate) r = _mm256_add_ps(r, _mm256_loadu_ps(out));
-    _mm256_storeu_ps(out, r);
-  } else if (valid > 0) {
-    const __m256i mask = row_mask(valid);
-    if (accumulate) r = _mm256_add_ps(r, _mm256_maskload_ps(out, mask));
-    _mm256_maskstore_ps(out, mask, r);
+  if (valid <= 0) return;
+  const __m256i mask = row_mask(valid);
+  const bool full = valid >= 8;
+  const __m256 prev = !accumulate ? _mm256_setzero_ps()
+                      : full      ? _mm256_loadu_ps(out)
+                                  : _mm256_maskload_ps(out, mask);
+  if (scale != nullptr) {
+    const __m256 s = full ? _mm256_loadu_ps(scale) : _mm256_maskload_ps(scale, mask);
+    r = _mm256_fmadd_ps(r, s, prev);
+  } else {
+    r = _mm256_add_ps(r, prev);
   }
+  if (full)
+    _mm256_storeu_ps(out, r);
+  else
+    _mm256_maskstore_ps(out, mask, r);
 }
 
 // Lanes lane0, lane0 + 1 of block b × R (5 or 6) rows of x over k in [k0, k1): the prefill
@@ -106,11 +117,12 @@ inline void store_rows(const PackedWeight& w, float* out, int64_t row0, __m256 r
 // weight vectors and one broadcast (15 registers at R = 6); bf16 also keeps the two raw loads and
 // the high-half mask live, so it takes R = 5 to stay within 16.
 template <bool kBF16>
-constexpr int kTallRows = kBF16 ? 5 : 6;
+constexpr int kTallRows = kBF16 ? static_cast<int>(kTallRowsBf16) : 6;
 
 template <bool kBF16, int R>
 void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
-               int64_t lane0, int64_t k0, int64_t k1, bool accumulate) {
+               int64_t lane0, int64_t k0, int64_t k1, bool accumulate,
+               const float* scales = nullptr) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
   __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;
   const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx, *x4 = x + 4 * ldx,
@@ -161,9 +173,11 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
   }
   const int64_t row0 = b * kRowBlock + lane0 * 8;
   const __m256 as[6] = {a0, a1, a2, a3, a4, a5}, bs[6] = {b0, b1, b2, b3, b4, b5};
+  const float* sa = scales != nullptr ? scales + lane0 * 8 : nullptr;
+  const float* sb = scales != nullptr ? sa + 8 : nullptr;
   for (int i = 0; i < R; ++i) {
-    store_rows(w, y + i * ldy + row0, row0, as[i], accumulate);
-    store_rows(w, y + i * ldy + row0 + 8, row0 + 8, bs[i], accumulate);
+    store_rows(w, y + i * ldy + row0, row0, as[i], accumulate, sa);
+    store_rows(w, y + i * ldy + row0 + 8, row0 + 8, bs[i], accumulate, sb);
   }
 }
 
@@ -255,9 +269,19 @@ void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, 
   }
 }
 
-void linear_small_m_f32_into(const PackedWeight& w, const float* x, int64_t ldx, int64_t m,
-                             float* y, int64_t ldy, bool accumulate) {
-  run<false>(w, x, ldx, m, y, ldy, 0, w.n_blocks, accumulate);
+int64_t linear_tall_bf16_scaled(const PackedWeight& w, const float* x, int64_t ldx, int64_t m,
+                                float* y, int64_t ldy, int64_t k_block, const float* scales,
+                                bool accumulate) {
+  constexpr int64_t R = kTallRows<true>;
+  const int64_t lanes = std::min<int64_t>(kLanes, (w.n + 7) / 8);
+  const int64_t nkb = w.k_pad / k_block;
+  int64_t i = 0;
+  for (; m - i >= R; i += R)
+    for (int64_t kb = 0; kb < nkb; ++kb)
+      for (int64_t g = 0; g < lanes; g += 2)
+        tall_tile<true, R>(w, x + i * ldx, ldx, y + i * ldy, ldy, 0, g, kb * k_block,
+                           (kb + 1) * k_block, accumulate || kb > 0, scales + kb * kRowBlock);
+  return i;
 }
 
 }  // namespace handoff::ops::detail::avx2

@@ -10,11 +10,12 @@
 // 2^60 and the block scale times 2^60, so products of the smallest subnormal weights stay normal
 // f32 and every product and sum is the unscaled one times a power of two (the same roundings).
 // Each k block (the quantisation grid's 128 columns) is summed in registers, then
-// y += partial · scale, so every weight byte is read once per row tile and, for large M, a
-// block's 64 × 128 bytes stay in L1 while all row tiles pass over them. From kDequantRows rows
-// of x on, the conversion would be repeated per row tile, so a 64-row block is instead
-// dequantised once per K chunk (value · scale, rounded once to f32) into a per-thread buffer
-// that stays in L2, and the f32 kernel of linear_avx2.cpp runs on it.
+// y += partial · scale, so every weight byte is read once per row tile and a block's 64 × 128
+// bytes stay in L1 while the row tiles pass over them. From 5 rows of x on (prefill), the
+// conversion would be repeated per row tile, so a 64-row block is instead widened once per chunk
+// of k blocks into unscaled bf16 (exact for e4m3) in a per-thread buffer that stays in L2, and
+// the bf16 prefill tile of linear_avx2.cpp runs on it, applying the block scales per k block as
+// here; the rows left over (m mod 5) take the direct path.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -28,10 +29,8 @@ namespace {
 
 constexpr int64_t kHalves = kRowBlock / 32;  // 32-row halves per block
 constexpr int kPrefetchBytes = 1024;
-// Rows of x from which a block is dequantised first (the conversion then costs a fraction of
-// the FMAs instead of one per row tile).
-constexpr int64_t kDequantRows = 4;
-// Columns per dequantised chunk: 64 rows × 512 × 4 bytes = 128 KiB, a quarter of Zen 3's L2.
+// Columns per dequantised chunk (rounded down to whole k blocks): 64 rows × 512 × 2 bytes =
+// 64 KiB, an eighth of Zen 3's L2.
 constexpr int64_t kDequantCols = 512;
 // The 2^120 the f32 view drops, split between x (or the weight) and the scale.
 constexpr float kHalfUnit = 0x1p60f;
@@ -112,30 +111,44 @@ void halves(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_
   }
 }
 
-// Columns [c0, c1) of block b as f32 in the [K][64] layout of the f32 kernels: value · scale per
-// row and k block.
-void dequantize_block(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, float* out) {
-  const int64_t nkb = w.k_pad / w.k_block;
+// Columns [c0, c1) (even) of block b, unscaled, in the bf16 layout [K/2][64][2] of the bf16
+// kernels: e4m3 values are exact in bf16 (the 2^-120 of widen32 undone by an exact multiply).
+void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1,
+                           uint16_t* out) {
   const auto* src = static_cast<const uint8_t*>(w.data) + b * w.k_pad * kRowBlock;
-  const __m256 unit = _mm256_set1_ps(kHalfUnit);
-  for (int64_t kb = c0 / w.k_block; kb * w.k_block < c1; ++kb) {
-    const float* scales = w.scales + (b * nkb + kb) * kRowBlock;
-    __m256 s[8];
-    for (int j = 0; j < 8; ++j) s[j] = _mm256_mul_ps(_mm256_loadu_ps(scales + j * 8), unit);
-    const int64_t k0 = std::max(c0, kb * w.k_block), k1 = std::min(c1, (kb + 1) * w.k_block);
-    for (int64_t k = k0; k < k1; ++k) {
-      const uint8_t* p = src + k * kRowBlock;
-      float* o = out + (k - c0) * kRowBlock;
-      for (int h = 0; h < kHalves; ++h) {
-        __m256 v[4];
-        widen32(p + h * 32, v);
-        // Times 2^60 first (exact: subnormal weights become normal), then the scale, once rounded.
-        for (int r = 0; r < 4; ++r)
-          _mm256_storeu_ps(o + h * 32 + r * 8,
-                           _mm256_mul_ps(_mm256_mul_ps(v[r], unit), s[h * 4 + r]));
+  const __m256 unscale = _mm256_set1_ps(0x1p120f);
+  const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+  for (int64_t k = c0; k < c1; k += 2) {
+    const uint8_t* p = src + k * kRowBlock;
+    uint16_t* o = out + (k - c0) * kRowBlock;
+    for (int h = 0; h < kHalves; ++h) {
+      __m256 even[4], odd[4];
+      widen32(p + h * 32, even);
+      widen32(p + kRowBlock + h * 32, odd);
+      for (int r = 0; r < 4; ++r) {
+        // Per 32-bit lane: the odd k's bf16 high, the even k's low.
+        const __m256i e = _mm256_castps_si256(_mm256_mul_ps(even[r], unscale));
+        const __m256i d = _mm256_castps_si256(_mm256_mul_ps(odd[r], unscale));
+        const __m256i pair = _mm256_or_si256(_mm256_and_si256(d, high), _mm256_srli_epi32(e, 16));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 2 * (h * 32 + r * 8)), pair);
       }
     }
   }
+}
+
+// Rows [i0, m) of x against block b, straight from the FP8 bytes, two rows at a time.
+void direct_rows(const PackedWeight& w, const float* x, int64_t ldx, int64_t i0, int64_t m,
+                 float* y, int64_t ldy, int64_t b) {
+  const int64_t nkb = w.k_pad / w.k_block;
+  for (int64_t kb = 0; kb < nkb; ++kb)
+    for (int64_t i = i0; i < m; i += 2) {
+      const float* xi = x + i * ldx;
+      float* yi = y + i * ldy;
+      if (m - i == 1)
+        halves<2, 1>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
+      else
+        halves<1, 2>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
+    }
 }
 
 }  // namespace
@@ -144,32 +157,28 @@ void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float*
                         int64_t b0, int64_t b1) {
   const int64_t ldx = w.k_pad;
   const int64_t nkb = w.k_pad / w.k_block;
-  if (m >= kDequantRows) {
-    // Grows to the largest K once per thread; no allocation in steady state.
-    // A fixed size: no allocation after a thread's first call.
-    thread_local std::vector<float> chunk(static_cast<size_t>(kDequantCols * kRowBlock));
-    for (int64_t b = b0; b < b1; ++b) {
-      const int64_t rows = std::min<int64_t>(kRowBlock, w.n - b * kRowBlock);
-      for (int64_t c0 = 0; c0 < w.k_pad; c0 += kDequantCols) {
-        const int64_t c1 = std::min(w.k_pad, c0 + kDequantCols);
-        dequantize_block(w, b, c0, c1, chunk.data());
-        // c1 - c0 is a multiple of the f32 layout's K alignment (16): k_pad and kDequantCols are.
-        const PackedWeight f32{tensor::DType::kF32, rows, c1 - c0, 1, chunk.data()};
-        linear_small_m_f32_into(f32, x + c0, ldx, m, y + b * kRowBlock, ldy, c0 > 0);
+  // Whole k blocks per chunk.
+  const int64_t chunk_cols = w.k_block * std::max<int64_t>(1, kDequantCols / w.k_block);
+  // A fixed size per weight shape: no allocation in steady state.
+  thread_local std::vector<uint16_t> chunk;
+  for (int64_t b = b0; b < b1; ++b) {
+    int64_t done = 0;
+    if (m >= kTallRowsBf16) {
+      chunk.resize(static_cast<size_t>(chunk_cols * kRowBlock));
+      const PackedWeight block{tensor::DType::kBF16,
+                               std::min<int64_t>(kRowBlock, w.n - b * kRowBlock), 0, 1,
+                               chunk.data()};
+      for (int64_t c0 = 0; c0 < w.k_pad; c0 += chunk_cols) {
+        const int64_t c1 = std::min(w.k_pad, c0 + chunk_cols);
+        dequantize_block_bf16(w, b, c0, c1, chunk.data());
+        PackedWeight part = block;
+        part.k_pad = c1 - c0;
+        done = linear_tall_bf16_scaled(part, x + c0, ldx, m, y + b * kRowBlock, ldy, w.k_block,
+                                       w.scales + (b * nkb + c0 / w.k_block) * kRowBlock, c0 > 0);
       }
     }
-    return;
+    direct_rows(w, x, ldx, done, m, y, ldy, b);
   }
-  for (int64_t b = b0; b < b1; ++b)
-    for (int64_t kb = 0; kb < nkb; ++kb)
-      for (int64_t i = 0; i < m; i += 2) {
-        const float* xi = x + i * ldx;
-        float* yi = y + i * ldy;
-        if (m - i == 1)
-          halves<2, 1>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
-        else
-          halves<1, 2>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
-      }
 }
 
 }  // namespace handoff::ops::detail::avx2
