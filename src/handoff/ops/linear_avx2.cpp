@@ -128,26 +128,17 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
   const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx, *x4 = x + 4 * ldx,
               *x5 = x + (R - 1) * ldx;
   auto step = [&](__m256 wa, __m256 wb, int64_t k) {
-    __m256 t = _mm256_broadcast_ss(x0 + k);
-    a0 = _mm256_fmadd_ps(wa, t, a0);
-    b0 = _mm256_fmadd_ps(wb, t, b0);
-    t = _mm256_broadcast_ss(x1 + k);
-    a1 = _mm256_fmadd_ps(wa, t, a1);
-    b1 = _mm256_fmadd_ps(wb, t, b1);
-    t = _mm256_broadcast_ss(x2 + k);
-    a2 = _mm256_fmadd_ps(wa, t, a2);
-    b2 = _mm256_fmadd_ps(wb, t, b2);
-    t = _mm256_broadcast_ss(x3 + k);
-    a3 = _mm256_fmadd_ps(wa, t, a3);
-    b3 = _mm256_fmadd_ps(wb, t, b3);
-    t = _mm256_broadcast_ss(x4 + k);
-    a4 = _mm256_fmadd_ps(wa, t, a4);
-    b4 = _mm256_fmadd_ps(wb, t, b4);
-    if constexpr (R > 5) {
-      t = _mm256_broadcast_ss(x5 + k);
-      a5 = _mm256_fmadd_ps(wa, t, a5);
-      b5 = _mm256_fmadd_ps(wb, t, b5);
-    }
+    auto row = [&](const float* xr, __m256& a, __m256& b) {
+      const __m256 t = _mm256_broadcast_ss(xr + k);
+      a = _mm256_fmadd_ps(wa, t, a);
+      b = _mm256_fmadd_ps(wb, t, b);
+    };
+    row(x0, a0, b0);
+    row(x1, a1, b1);
+    row(x2, a2, b2);
+    row(x3, a3, b3);
+    row(x4, a4, b4);
+    if constexpr (R > 5) row(x5, a5, b5);
   };
   const int64_t kp = w.k_pad;
   for (int64_t k = k0; k < k1; k += 2) {
