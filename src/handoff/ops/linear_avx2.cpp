@@ -25,6 +25,29 @@ __m256i row_mask(int64_t valid) {
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+// Store (or add to y when `accumulate`) the 8 rows from row0 of one row of x; with `scale`, as
+// y (+)= r · scale in one rounding, the FP8 kernel's epilogue.
+inline void store_rows(const PackedWeight& w, float* out, int64_t row0, __m256 r, bool accumulate,
+                       const float* scale) {
+  const int64_t valid = w.n - row0;
+  if (valid <= 0) return;
+  const __m256i mask = row_mask(valid);
+  const bool full = valid >= 8;
+  const __m256 prev = !accumulate ? _mm256_setzero_ps()
+                      : full      ? _mm256_loadu_ps(out)
+                                  : _mm256_maskload_ps(out, mask);
+  if (scale != nullptr) {
+    const __m256 s = full ? _mm256_loadu_ps(scale) : _mm256_maskload_ps(scale, mask);
+    r = _mm256_fmadd_ps(r, s, prev);
+  } else if (accumulate) {
+    r = _mm256_add_ps(r, prev);
+  }
+  if (full)
+    _mm256_storeu_ps(out, r);
+  else
+    _mm256_maskstore_ps(out, mask, r);
+}
+
 // Lanes [lane0, lane0 + NB) of block b × MR rows of x, over k in [k0, k1). When NB·MR is small,
 // even and odd k go to separate accumulators so enough FMA chains are in flight to hide the
 // FMA latency. When `accumulate`, adds to what y holds (a previous k chunk).
@@ -69,45 +92,12 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
   }
   for (int j = 0; j < NB; ++j) {
     const int64_t row0 = b * kRowBlock + (lane0 + j) * 8;
-    const int64_t valid = w.n - row0;
-    const __m256i mask = row_mask(valid);
     for (int i = 0; i < MR; ++i) {
       __m256 r = acc[0][j][i];
       if constexpr (kSplit) r = _mm256_add_ps(r, acc[1][j][i]);
-      float* out = y + i * ldy + row0;
-      if (valid >= 8) {
-        if (accumulate) r = _mm256_add_ps(r, _mm256_loadu_ps(out));
-        _mm256_storeu_ps(out, r);
-      } else {
-        if (accumulate) r = _mm256_add_ps(r, _mm256_maskload_ps(out, mask));
-        _mm256_maskstore_ps(out, mask, r);
-      }
+      store_rows(w, y + i * ldy + row0, row0, r, accumulate, nullptr);
     }
   }
-}
-
-// Store (or add to y when `accumulate`) 8 rows starting at row0 for one row of x.
-// Store (or add to y when `accumulate`) 8 rows starting at row0 for one row of x, times the
-// rows' scales first when `scale` is given.
-inline void store_rows(const PackedWeight& w, float* out, int64_t row0, __m256 r, bool accumulate,
-                       const float* scale) {
-  const int64_t valid = w.n - row0;
-  if (valid <= 0) return;
-  const __m256i mask = row_mask(valid);
-  const bool full = valid >= 8;
-  const __m256 prev = !accumulate ? _mm256_setzero_ps()
-                      : full      ? _mm256_loadu_ps(out)
-                                  : _mm256_maskload_ps(out, mask);
-  if (scale != nullptr) {
-    const __m256 s = full ? _mm256_loadu_ps(scale) : _mm256_maskload_ps(scale, mask);
-    r = _mm256_fmadd_ps(r, s, prev);
-  } else {
-    r = _mm256_add_ps(r, prev);
-  }
-  if (full)
-    _mm256_storeu_ps(out, r);
-  else
-    _mm256_maskstore_ps(out, mask, r);
 }
 
 // Lanes lane0, lane0 + 1 of block b × R (5 or 6) rows of x over k in [k0, k1): the prefill
@@ -215,8 +205,8 @@ void lane_groups(const PackedWeight& w, const float* x, int64_t ldx, float* y, i
 template <bool kBF16>
 void run(const PackedWeight& w, const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy,
          int64_t b0, int64_t b1, bool accumulate) {
-  // Rows of x in tiles of 6 (2 lanes wide), the rest in tiles of up to 3 (4 lanes wide); a lone
-  // row takes all 8 lanes at once.
+  // Rows of x in tall tiles (2 lanes × kTallRows), the rest in tiles of up to 3 (4 lanes wide);
+  // a lone row takes all 8 lanes at once.
   const int64_t kp = w.k_pad;
   const int64_t chunk = m <= 3 ? kp : kKChunk;
   for (int64_t b = b0; b < b1; ++b) {

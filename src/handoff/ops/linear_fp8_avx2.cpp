@@ -159,7 +159,7 @@ void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float*
   const int64_t nkb = w.k_pad / w.k_block;
   // Whole k blocks per chunk.
   const int64_t chunk_cols = w.k_block * std::max<int64_t>(1, kDequantCols / w.k_block);
-  // A fixed size per weight shape: no allocation in steady state.
+  // Only grows: no allocation in steady state.
   thread_local std::vector<uint16_t> chunk;
   for (int64_t b = b0; b < b1; ++b) {
     int64_t done = 0;
