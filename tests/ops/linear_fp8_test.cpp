@@ -106,19 +106,26 @@ TEST_P(OpsLinearFp8, SlicesStartingInsideABlockKeepTheirScales) {
   check(whole.slice(0, 5, 290).slice(1, 77, 399), 4, rng);
 }
 
+// m random rows forwarded at once equal the same rows forwarded one at a time, bit for bit.
+void expect_rows_equal_single_calls(const LinearWeight& lw, int64_t m, std::mt19937& rng) {
+  const int64_t n = lw.out_features(), k = lw.in_features();
+  std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n)),
+      y1(static_cast<size_t>(n));
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (float& v : x) v = dist(rng);
+  lw.forward(x.data(), m, y.data());
+  for (int64_t i = 0; i < m; ++i) {
+    lw.forward(x.data() + i * k, 1, y1.data());
+    EXPECT_EQ(0, std::memcmp(y1.data(), y.data() + i * n, static_cast<size_t>(n) * sizeof(float)))
+        << "row " << i;
+  }
+}
+
 TEST_P(OpsLinearFp8, RowIndependentRowsEqualSingleRowCalls) {
   std::mt19937 rng(13);
   const Fp8Blocks w = random_fp8(70, 260, rng);
   check(w, 9, rng, /*row_independent=*/true);
-  const LinearWeight lw(LinearSource(w), DType::kF8E4M3, true);
-  std::vector<float> x(9 * 260), y(9 * 70), y1(70);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (float& v : x) v = dist(rng);
-  lw.forward(x.data(), 9, y.data());
-  for (int64_t i = 0; i < 9; ++i) {
-    lw.forward(x.data() + i * 260, 1, y1.data());
-    EXPECT_EQ(0, std::memcmp(y1.data(), y.data() + i * 70, 70 * sizeof(float))) << "row " << i;
-  }
+  expect_rows_equal_single_calls(LinearWeight(LinearSource(w), DType::kF8E4M3, true), 9, rng);
 }
 
 // Batch invariance: the direct path (up to 4 rows, and the rows a prefill tile leaves over) and
@@ -126,15 +133,7 @@ TEST_P(OpsLinearFp8, RowIndependentRowsEqualSingleRowCalls) {
 TEST_P(OpsLinearFp8, RowsDoNotDependOnTheBatch) {
   std::mt19937 rng(16);
   const Fp8Blocks w = random_fp8(70, 700, rng);
-  const LinearWeight lw(LinearSource(w), DType::kF8E4M3);
-  std::vector<float> x(33 * 700), y(33 * 70), y1(70);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (float& v : x) v = dist(rng);
-  lw.forward(x.data(), 33, y.data());
-  for (int64_t i = 0; i < 33; ++i) {
-    lw.forward(x.data() + i * 700, 1, y1.data());
-    EXPECT_EQ(0, std::memcmp(y1.data(), y.data() + i * 70, 70 * sizeof(float))) << "row " << i;
-  }
+  expect_rows_equal_single_calls(LinearWeight(LinearSource(w), DType::kF8E4M3), 33, rng);
 }
 
 // Every finite e4m3 code (both signs, subnormals, 448) through the in-register conversion: an
