@@ -17,9 +17,12 @@ namespace {
 
 using tensor::DType;
 
-std::unique_ptr<model::Model> load(const std::string& name, DType dtype) {
+std::unique_ptr<model::Model> load(
+    const std::string& name, DType dtype,
+    ops::ActivationPrecision activations = ops::ActivationPrecision::kExact) {
   model::LoadOptions options;
   options.dtype = dtype;
+  options.activations = activations;
   return model::Model::load(golden_dir(name), options);
 }
 
@@ -192,16 +195,33 @@ void print(const char* what, const Bf16Agreement& a) {
 }
 
 // Checkpoints stored in bf16 or fp8 (exact in bf16): loading them at bf16 rounds no weight,
-// so every decision with a clear margin must agree.
+// so with exact activations (the default) every decision with a clear margin must agree.
 TEST(GoldenBf16, StoredBf16AndFp8CheckpointsAgreeOnEveryClearStep) {
   Bf16Agreement a;
   for (const char* name : {"dsv32_small_bf16", "dsv32_fp8_blocks"})
     add_bf16_agreement(name, *load(name, DType::kBF16), a);
-  print("bf16 + fp8 checkpoints", a);
+  print("bf16 + fp8 checkpoints, exact activations", a);
   EXPECT_GT(a.margin_steps, 0);
   EXPECT_EQ(a.margin_agree, a.margin_steps);
   EXPECT_GE(a.topk_mean(), 0.9);
   EXPECT_GE(a.expert_mean(), 0.9);
+}
+
+// --activations bf16 on the same checkpoints: the prefills of the 30-, 40- and 70-token prompts
+// round their inputs to bf16 (the 8- and 10-token ones and every decode step do not). Like a bf16
+// cache, that rounding flips top-k choices with golden gaps of 1e-4, which these models turn into
+// O(1) logit moves, so a few clear steps differ (measured 29 of 34; docs/performance.md, where
+// rounding decode too measured 28 of 34 and rounding all but the attention and indexer 32); a
+// wrong conversion or layout would leave little agreeing at all.
+TEST(GoldenBf16, RoundedPrefillActivationsAgreeLoosely) {
+  Bf16Agreement a;
+  for (const char* name : {"dsv32_small_bf16", "dsv32_fp8_blocks"})
+    add_bf16_agreement(name, *load(name, DType::kBF16, ops::ActivationPrecision::kBf16), a);
+  print("bf16 + fp8 checkpoints, bf16 activations", a);
+  EXPECT_GT(a.margin_steps, 0);
+  EXPECT_GE(static_cast<double>(a.margin_agree), 0.8 * static_cast<double>(a.margin_steps));
+  EXPECT_GE(a.topk_mean(), 0.95);
+  EXPECT_GE(a.expert_mean(), 0.95);
 }
 
 // bf16 cache rows (the default with bf16 weights) on the checkpoints stored in bf16 and fp8:
@@ -319,8 +339,9 @@ std::filesystem::path write_bf16_rounded_copy(const std::string& name) {
 
 // Why the strict bf16 item cannot hold on the f32-stored checkpoints: the exact f32 path
 // (equal to the official reference within 1e-4) run on the bf16-rounded weights makes the same
-// decisions as a bf16 run, so every golden disagreement of the bf16 run is one the reference
-// itself makes once its weights are bf16. The bf16 kernels add nothing beyond weight rounding.
+// decisions as a bf16 run (exact activations), so every golden disagreement of the bf16 run is
+// one the reference itself makes once its weights are bf16. The bf16 kernels add nothing beyond
+// weight rounding.
 TEST(GoldenBf16, Bf16RunEqualsExactMathOnBf16RoundedWeights) {
   for (const char* name : {"dsv32_tiny_sparse", "glm5_tiny_sparse"}) {
     SCOPED_TRACE(name);

@@ -37,12 +37,15 @@ Fp8Blocks random_fp8(int64_t n, int64_t k, std::mt19937& rng) {
   return tensor::quantize_fp8_blocks(w);
 }
 
-// Checks forward() on `src` against the double reference with a bound scaled by Σ|x·w|.
-void check(const Fp8Blocks& src, int64_t m, std::mt19937& rng, bool row_independent = false) {
+// Checks forward() on `src` against the double reference with a bound scaled by Σ|x·w|; where
+// activations are rounded (more than 16 rows) the reference takes x rounded to bf16.
+void check(const Fp8Blocks& src, int64_t m, std::mt19937& rng, bool row_independent = false,
+           ActivationPrecision activations = ActivationPrecision::kExact) {
   const int64_t n = src.rows(), k = src.cols();
   SCOPED_TRACE(testing::Message() << "M=" << m << " N=" << n << " K=" << k << " row0=" << src.row0
                                   << " col0=" << src.col0);
-  const LinearWeight lw(LinearSource(src), DType::kF8E4M3, row_independent);
+  const LinearWeight lw(LinearSource(src), DType::kF8E4M3, row_independent, activations);
+  ASSERT_EQ(lw.rounds_activations(), activations == ActivationPrecision::kBf16);
   ASSERT_EQ(lw.dtype(), DType::kF8E4M3);
   const Tensor wf = src.dequantize();
   const int64_t ldx = k + 5, ldy = n + 7;
@@ -52,6 +55,8 @@ void check(const Fp8Blocks& src, int64_t m, std::mt19937& rng, bool row_independ
   constexpr float kSentinel = 12345.0f;
   std::vector<float> y(static_cast<size_t>(m * ldy), kSentinel);
   lw.forward(x.data(), m, y.data(), ldx, ldy);
+  if (lw.rounds_activations() && m > 16)
+    for (float& v : x) v = tensor::bf16_to_f32(tensor::f32_to_bf16(v));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < ldy; ++j) {
       const float got = y[static_cast<size_t>(i * ldy + j)];
@@ -75,7 +80,7 @@ class OpsLinearFp8 : public testing::TestWithParam<Isa> {
     if (GetParam() > cpu_max_isa()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
     cap_kernel_isa(GetParam());
   }
-  void TearDown() override { cap_kernel_isa(Isa::kAvx512); }
+  void TearDown() override { cap_kernel_isa(Isa::kAvx512Bf16); }
 };
 
 // N and K not multiples of 64 / 128 (partial scale blocks), M = 1..7 and large.
@@ -93,17 +98,30 @@ TEST_P(OpsLinearFp8, MatchesReferenceOnOddShapes) {
   }
 }
 
+// The same with activations rounded to bf16 beyond 16 rows (on avx512bf16 the vdpbf16ps prefill
+// kernel; row counts that leave partial 4-row tiles, K past its 512-column chunks).
+TEST_P(OpsLinearFp8, RoundedActivationsEqualExactMathOnRoundedInputs) {
+  std::mt19937 rng(17);
+  for (int64_t k : {1, 7, 100, 129, 300, 1100})
+    for (int64_t n : {1, 31, 65, 130}) {
+      const Fp8Blocks w = random_fp8(n, k, rng);
+      for (int64_t m : {1, 16, 17, 18, 19, 40}) check(w, m, rng, false, ActivationPrecision::kBf16);
+    }
+}
+
 // Tensor-parallel slices: rows and columns starting inside a block use the whole tensor's
 // scales (a column slice also shifts the k grid the kernel walks).
 TEST_P(OpsLinearFp8, SlicesStartingInsideABlockKeepTheirScales) {
   std::mt19937 rng(12);
   const Fp8Blocks whole = random_fp8(300, 400, rng);
-  for (const auto& [d, b, e] : std::vector<std::tuple<int, int, int>>{
-           {0, 37, 250}, {0, 128, 256}, {1, 50, 333}, {1, 200, 201}, {1, 128, 400}}) {
-    const Fp8Blocks part = whole.slice(d, b, e);
-    for (int64_t m : {1, 3, 7, 20}) check(part, m, rng);
+  for (ActivationPrecision a : {ActivationPrecision::kExact, ActivationPrecision::kBf16}) {
+    for (const auto& [d, b, e] : std::vector<std::tuple<int, int, int>>{
+             {0, 37, 250}, {0, 128, 256}, {1, 50, 333}, {1, 200, 201}, {1, 128, 400}}) {
+      const Fp8Blocks part = whole.slice(d, b, e);
+      for (int64_t m : {1, 3, 7, 20}) check(part, m, rng, false, a);
+    }
+    check(whole.slice(0, 5, 290).slice(1, 77, 399), 4, rng, false, a);
   }
-  check(whole.slice(0, 5, 290).slice(1, 77, 399), 4, rng);
 }
 
 // m random rows forwarded at once equal the same rows forwarded one at a time, bit for bit.
@@ -136,35 +154,39 @@ TEST_P(OpsLinearFp8, RowsDoNotDependOnTheBatch) {
   expect_rows_equal_single_calls(LinearWeight(LinearSource(w), DType::kF8E4M3), 33, rng);
 }
 
-// Every finite e4m3 code (both signs, subnormals, 448) through the in-register conversion: an
-// identity x picks out each weight times its scale exactly.
+// Every finite e4m3 code (both signs, subnormals, 448) through the in-register conversion (and,
+// with rounded activations over 128 rows, the bf16 tables): an identity x picks out each weight
+// times its scale exactly.
 TEST_P(OpsLinearFp8, EveryCodeDecodesExactly) {
-  Fp8Blocks w;
-  w.values = Tensor::empty({2, 128}, DType::kF8E4M3);
-  for (int c = 0; c < 256; ++c) w.values.data<uint8_t>()[c] = static_cast<uint8_t>(c);
-  w.values.data<uint8_t>()[0x7f] = w.values.data<uint8_t>()[0xff] = 0;  // the NaN codes
-  w.scales = Tensor::empty({1, 1}, DType::kF32);
-  w.scales.data<float>()[0] = 0.375f;  // not a power of two
-  const LinearWeight lw(LinearSource(w), DType::kF8E4M3);
-  for (int64_t m : {1, 128}) {
-    std::vector<float> x(static_cast<size_t>(m * 128), 0.0f), y(static_cast<size_t>(m * 2));
-    for (int64_t step = 0; step < 128; step += m) {
-      for (int64_t i = 0; i < m; ++i) {
-        std::fill(x.begin() + i * 128, x.begin() + (i + 1) * 128, 0.0f);
-        x[static_cast<size_t>(i * 128 + step + i)] = 1.0f;
-      }
-      lw.forward(x.data(), m, y.data());
-      for (int64_t i = 0; i < m; ++i)
-        for (int r = 0; r < 2; ++r) {
-          const uint8_t code = w.values.data<uint8_t>()[r * 128 + step + i];
-          EXPECT_EQ(y[static_cast<size_t>(i * 2 + r)], tensor::f8e4m3_to_f32(code) * 0.375f)
-              << "code " << int(code);
+  for (ActivationPrecision a : {ActivationPrecision::kExact, ActivationPrecision::kBf16}) {
+    Fp8Blocks w;
+    w.values = Tensor::empty({2, 128}, DType::kF8E4M3);
+    for (int c = 0; c < 256; ++c) w.values.data<uint8_t>()[c] = static_cast<uint8_t>(c);
+    w.values.data<uint8_t>()[0x7f] = w.values.data<uint8_t>()[0xff] = 0;  // the NaN codes
+    w.scales = Tensor::empty({1, 1}, DType::kF32);
+    w.scales.data<float>()[0] = 0.375f;  // not a power of two
+    const LinearWeight lw(LinearSource(w), DType::kF8E4M3, false, a);
+    for (int64_t m : {1, 4, 128}) {
+      std::vector<float> x(static_cast<size_t>(m * 128), 0.0f), y(static_cast<size_t>(m * 2));
+      for (int64_t step = 0; step < 128; step += m) {
+        for (int64_t i = 0; i < m; ++i) {
+          std::fill(x.begin() + i * 128, x.begin() + (i + 1) * 128, 0.0f);
+          x[static_cast<size_t>(i * 128 + step + i)] = 1.0f;
         }
+        lw.forward(x.data(), m, y.data());
+        for (int64_t i = 0; i < m; ++i)
+          for (int r = 0; r < 2; ++r) {
+            const uint8_t code = w.values.data<uint8_t>()[r * 128 + step + i];
+            EXPECT_EQ(y[static_cast<size_t>(i * 2 + r)], tensor::f8e4m3_to_f32(code) * 0.375f)
+                << "code " << int(code) << " m=" << m;
+          }
+      }
     }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, OpsLinearFp8, testing::Values(Isa::kPortable, Isa::kAvx2),
+INSTANTIATE_TEST_SUITE_P(Kernels, OpsLinearFp8,
+                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512Bf16),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 // Fused parts whose boundary is not on a block (gate 37 rows + up 70 rows): each part keeps its

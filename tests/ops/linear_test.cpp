@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -37,13 +38,17 @@ struct Case {
 };
 
 // Checks y against the reference with a bound scaled by Σ|x·w| (the conditioning of each dot
-// product): `rel` is the allowed error per unit of that sum.
-void check(const Case& c, double rel, std::mt19937& rng) {
+// product): `rel` is the allowed error per unit of that sum. Where activations are rounded (more
+// than 16 rows) the reference takes x rounded to bf16.
+void check(const Case& c, double rel, std::mt19937& rng,
+           ActivationPrecision activations = ActivationPrecision::kExact) {
   SCOPED_TRACE(testing::Message() << "M=" << c.m << " N=" << c.n << " K=" << c.k
                                   << " dtype=" << tensor::dtype_name(c.dtype));
   const Tensor w = random_weight(c.n, c.k, c.dtype, rng);
   ASSERT_FALSE(w.is_contiguous());
-  const LinearWeight lw(w, c.dtype);
+  const LinearWeight lw(w, c.dtype, false, activations);
+  ASSERT_EQ(lw.rounds_activations(),
+            activations == ActivationPrecision::kBf16 && c.dtype != DType::kF32);
   ASSERT_EQ(lw.out_features(), c.n);
   ASSERT_EQ(lw.in_features(), c.k);
   const int64_t ldx = c.k + 5, ldy = c.n + 7;
@@ -54,6 +59,8 @@ void check(const Case& c, double rel, std::mt19937& rng) {
   std::vector<float> y(static_cast<size_t>(c.m * ldy), kSentinel);
   std::vector<float> ref(static_cast<size_t>(c.m * ldy), kSentinel);
   lw.forward(x.data(), c.m, y.data(), ldx, ldy);
+  if (lw.rounds_activations() && c.m > 16)
+    for (float& v : x) v = tensor::bf16_to_f32(tensor::f32_to_bf16(v));
   reference::linear(x.data(), c.m, c.k, w, ref.data(), ldx, ldy);
 
   // |x|·|w| per output, for the error bound.
@@ -84,7 +91,7 @@ class OpsLinear : public testing::TestWithParam<Isa> {
     if (GetParam() > cpu_max_isa()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
     cap_kernel_isa(GetParam());
   }
-  void TearDown() override { cap_kernel_isa(Isa::kAvx512); }
+  void TearDown() override { cap_kernel_isa(Isa::kAvx512Bf16); }
 };
 
 TEST_P(OpsLinear, SmallMMatchesReference) {
@@ -108,8 +115,39 @@ TEST_P(OpsLinear, WideRowsSplitAcrossThreads) {
     for (int64_t m : {1, 4, 13}) check({m, 1000, 300, dtype}, 1e-5, rng);
 }
 
+// Rounded activations: exact up to 16 rows (the small-M kernels), rounded beyond (oneDNN's one
+// bf16 GEMM); K past the kernels' K chunk.
+TEST_P(OpsLinear, RoundedActivationsEqualExactMathOnRoundedInputs) {
+  std::mt19937 rng(2468);
+  for (int64_t k : {1, 7, 33, 100, 257, 2100})
+    for (int64_t n : {1, 31, 65, 130})
+      for (int64_t m : {1, 4, 16, 17, 40})
+        check({m, n, k, DType::kBF16}, 1e-5, rng, ActivationPrecision::kBf16);
+  // f32 weights take x as it is.
+  check({3, 31, 100, DType::kF32}, 1e-5, rng, ActivationPrecision::kBf16);
+}
+
+// x = 1 + 2^-12 is no bf16 value: exact activations give 64 · x, rounded ones (more than 16
+// rows) 64 · 1.
+TEST_P(OpsLinear, RoundedActivationsAreRounded) {
+  Tensor ones = Tensor::empty({3, 64}, DType::kF32);
+  std::fill(ones.data<float>(), ones.data<float>() + ones.numel(), 1.0f);
+  const Tensor w = ones.to(DType::kBF16);
+  for (int64_t m : {1, 16, 17, 40}) {
+    std::vector<float> x(static_cast<size_t>(m * 64), 1.0f + 0x1p-12f);
+    std::vector<float> y(static_cast<size_t>(m * 3));
+    for (ActivationPrecision a : {ActivationPrecision::kExact, ActivationPrecision::kBf16}) {
+      LinearWeight(w, DType::kBF16, false, a).forward(x.data(), m, y.data());
+      const bool rounded = a == ActivationPrecision::kBf16 && m > 16;
+      const float expect = rounded ? 64.0f : 64.0f * (1.0f + 0x1p-12f);
+      for (float v : y) ASSERT_EQ(v, expect) << "m=" << m;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, OpsLinear,
-                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512),
+                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512,
+                                         Isa::kAvx512Bf16),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 TEST(OpsLinearLargeM, F32MatchesReference) {

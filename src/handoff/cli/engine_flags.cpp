@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "handoff/cli/activations_flag.h"
 #include "handoff/cli/flag_checks.h"
 #include "handoff/cli/quantize_flag.h"
 #include "handoff/error.h"
@@ -24,6 +25,7 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f) {
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   add_quantize_flag(cmd, f.quantize);
+  add_activations_flag(cmd, f.activations);
   add_cache_dtype_flags(cmd, f.cache_dtypes);
   cmd.add_option("--max-num-seqs", f.max_num_seqs, "Running sequences at most")
       ->capture_default_str();
@@ -137,6 +139,7 @@ LoadedEngine load_engine(const EngineFlags& f) {
   const model::ModelConfig config = model::load_config(f.model_dir + "/config.json");
   apply_cache_dtype_flags(f.cache_dtypes, config, load);
   apply_quantize_flag(f.quantize, config, load);
+  apply_activations_flag(f.activations, load);
   const engine::EngineOptions eo = engine_options(f, config);
   runtime::WorkerOptions worker_options{eo.num_blocks, eo.block_size, f.max_num_batched_tokens};
   worker_options.fail_rank = f.fail_rank;

@@ -19,7 +19,8 @@ inline constexpr int kMaxThreadsFlag = 4096;
 struct EngineFlags {
   std::string model_dir;
   std::string dtype = "bf16";
-  std::string quantize;  // empty or "fp8"
+  std::string quantize;     // empty or "fp8"
+  std::string activations;  // empty, "bf16" or "exact"
   CacheDtypeFlags cache_dtypes;
   int64_t max_num_seqs = 64;
   int64_t max_num_batched_tokens = 512;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "handoff/cli/activations_flag.h"
 #include "handoff/cli/commands.h"
 #include "handoff/cli/engine_flags.h"
 #include "handoff/cli/flag_checks.h"
@@ -52,7 +53,8 @@ struct GenerateArgs {
   std::string force_tokens;
   std::string dump;
   std::string dtype = "bf16";
-  std::string quantize;  // empty or "fp8"
+  std::string quantize;     // empty or "fp8"
+  std::string activations;  // empty, "bf16" or "exact"
   CacheDtypeFlags cache_dtypes;
   int64_t max_new_tokens = 16;
   int64_t prefill_chunk = 512;  // as serve's --max-num-batched-tokens
@@ -186,6 +188,7 @@ void run_generate(const GenerateArgs& args) {
     check.dtype = tensor::parse_dtype(args.dtype);
     apply_cache_dtype_flags(args.cache_dtypes, config, check);
     apply_quantize_flag(args.quantize, config, check);
+    apply_activations_flag(args.activations, check);
   }
   for (size_t i = 0; i < prompts.size(); ++i)
     for (int32_t id : prompts[i])
@@ -235,6 +238,7 @@ void run_generate(const GenerateArgs& args) {
         load.check_weights = !args.no_check_weights;
         apply_cache_dtype_flags(args.cache_dtypes, config, load);
         apply_quantize_flag(args.quantize, config, load);
+        apply_activations_flag(args.activations, load);
         auto model = model::Model::load(args.model_dir, load);
         engine::Generator generator(*model, max_context, 16, args.prefill_chunk);
         log::info("rank {}: {}", comm.topology().rank, generator.cache().summary());
@@ -345,6 +349,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--dtype", args->dtype, "Weight dtype: bf16 (default) or f32")
       ->check(CLI::IsMember({"f32", "bf16"}));
   add_quantize_flag(*cmd, args->quantize);
+  add_activations_flag(*cmd, args->activations);
   add_cache_dtype_flags(*cmd, args->cache_dtypes);
   cmd->add_option("--force-tokens", args->force_tokens,
                   "JSON list (per prompt) of tokens to feed at each decode step");

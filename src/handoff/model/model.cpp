@@ -41,6 +41,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   WeightLoaderOptions wo;
   wo.progress = progress ? &*progress : nullptr;
   wo.row_independent = options.batch_invariant;
+  wo.activations =
+      options.dtype == DType::kF32 ? ops::ActivationPrecision::kExact : options.activations;
   wo.check_finite = options.check_weights;
   const WeightLoader weights(checkpoint, options.dtype, wo);
   const int64_t vocab_part = (c.vocab_size + tp - 1) / tp;
@@ -82,13 +84,14 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   m->fp8_weights_ = weights.holds_fp8();
   const size_t held = weights.linear_bytes() + (m->embed_.defined() ? m->embed_.nbytes() : 0);
   log::info(
-      "loaded {} ({} layers, {}{}) from {} in {:.2f} s; stage {} layers [{}, {}), tp rank {} of "
-      "{}; rank {} holds {:.1f} MiB of weights",
+      "loaded {} ({} layers, {}{}{}) from {} in {:.2f} s; stage {} layers [{}, {}), tp rank {} "
+      "of {}; rank {} holds {:.1f} MiB of weights",
       family_name(c.family), c.num_hidden_layers, tensor::dtype_name(options.dtype),
       m->fp8_weights_ ? options.quantize_fp8 ? ", matrices quantised to fp8" : ", fp8 matrices"
                       : "",
-      dir, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
-      m->stage_, stage.first_layer, stage.end_layer, m->tp_rank_, tp, m->world_rank(),
+      wo.activations == ops::ActivationPrecision::kBf16 ? ", bf16 activations" : "", dir,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), m->stage_,
+      stage.first_layer, stage.end_layer, m->tp_rank_, tp, m->world_rank(),
       static_cast<double>(held) / (1 << 20));
   return m;
 }

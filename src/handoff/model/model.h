@@ -34,6 +34,9 @@ struct LoadOptions {
   // --quantize fp8: quantise the matrices a published FP8 checkpoint has in FP8 (128 x 128
   // blocks) while loading a bf16/f32 checkpoint; InputError if it is already FP8.
   bool quantize_fp8 = false;
+  // --activations: how bf16 / FP8 weights take their inputs (ops::ActivationPrecision): exact,
+  // or rounded to bf16 in prefill-sized products; f32 runs are always exact.
+  ops::ActivationPrecision activations = ops::ActivationPrecision::kExact;
 };
 
 class Model {

@@ -21,6 +21,8 @@ namespace handoff::model {
 struct WeightLoaderOptions {
   LoadProgress* progress = nullptr;  // advances by each loaded tensor's stored bytes
   bool row_independent = false;      // every linear weight batch-invariant (ops::LinearWeight)
+  // How bf16 / FP8 weights take their activations (ops::ActivationPrecision).
+  ops::ActivationPrecision activations = ops::ActivationPrecision::kExact;
   // Scan every loaded tensor for NaN / Inf (InputError naming file and tensor): one NaN in a
   // norm weight turns every logit into NaN, and greedy decoding then emits token 0 forever.
   bool check_finite = true;
@@ -46,7 +48,7 @@ class WeightLoader {
   // Every linear weight of the model is built here, so they all share the run's options. FP8
   // sources stay FP8 unless `dtype` is given.
   ops::LinearWeight make_linear(const ops::LinearSource& w, tensor::DType dtype) const {
-    return held(ops::LinearWeight(w, dtype, options_.row_independent));
+    return held(ops::LinearWeight(w, dtype, options_.row_independent, options_.activations));
   }
   ops::LinearWeight make_linear(const ops::LinearSource& w) const {
     return make_linear(w, w.is_fp8() ? tensor::DType::kF8E4M3 : dtype_);
@@ -56,7 +58,7 @@ class WeightLoader {
     const bool all_fp8 = std::all_of(parts.begin(), parts.end(),
                                      [](const ops::LinearSource& p) { return p.is_fp8(); });
     return held(ops::LinearWeight(parts, all_fp8 ? tensor::DType::kF8E4M3 : dtype_,
-                                  options_.row_independent));
+                                  options_.row_independent, options_.activations));
   }
   // Bytes of the linear weights built so far: what this rank holds of the model's matrices.
   size_t linear_bytes() const { return linear_bytes_; }

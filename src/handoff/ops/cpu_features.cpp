@@ -11,14 +11,16 @@ namespace handoff::ops {
 
 namespace {
 
-std::atomic<int> g_cap{static_cast<int>(Isa::kAvx512)};
+std::atomic<int> g_cap{static_cast<int>(Isa::kAvx512Bf16)};
 
 Isa detect() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    return Isa::kAvx512;
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vbmi")
+               ? Isa::kAvx512Bf16
+               : Isa::kAvx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
       __builtin_cpu_supports("f16c"))
     return Isa::kAvx2;
@@ -30,16 +32,18 @@ Isa detect() {
 // machine); unset means no cap.
 Isa env_cap() {
   const char* v = std::getenv("HANDOFF_ISA");
-  if (v == nullptr || *v == '\0') return Isa::kAvx512;
-  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512})
+  if (v == nullptr || *v == '\0') return Isa::kAvx512Bf16;
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16})
     if (std::string_view(v) == isa_name(isa)) return isa;
-  fail("HANDOFF_ISA='{}': expected portable, avx2 or avx512", v);
+  fail("HANDOFF_ISA='{}': expected portable, avx2, avx512 or avx512bf16", v);
 }
 
 }  // namespace
 
 const char* isa_name(Isa isa) {
   switch (isa) {
+    case Isa::kAvx512Bf16:
+      return "avx512bf16";
     case Isa::kAvx512:
       return "avx512";
     case Isa::kAvx2:

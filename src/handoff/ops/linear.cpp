@@ -28,8 +28,8 @@ using tensor::DType;
 
 // Up to this many rows of x the hand-written kernels run: they read each weight byte once from
 // memory with software prefetch and keep activations in f32. Measured on Zen 4 (1 thread,
-// 8192², weights streamed from DRAM) they match or beat oneDNN f32 up to M≈8-16; oneDNN's bf16
-// GEMM is faster from M≈4 in cache but rounds activations to bf16, which decode must not do.
+// 8192², weights streamed from DRAM) they match or beat oneDNN f32 up to M≈8-16 (oneDNN's bf16
+// GEMM was faster from M≈4 in cache, but only on bf16 activations).
 constexpr int64_t kSmallMMax = 16;
 // Distinct M kept as ready oneDNN primitives before the cache is reset.
 constexpr size_t kMaxCachedPrimitives = 64;
@@ -188,6 +188,7 @@ struct LinearWeight::Impl {
   tensor::Tensor scales;  // FP8: owns the per-row block scales
   detail::PackedWeight pw{};
   int64_t k = 0;
+  bool round_x = false;  // LinearWeight::rounds_activations(): rounds x for m > kSmallMMax
 
   struct Prim {
     dnnl::matmul matmul;
@@ -233,30 +234,53 @@ std::shared_ptr<const LinearWeight::Impl::Prim> LinearWeight::Impl::prim(int64_t
 
 void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int64_t ldx,
                                        int64_t ldy) const {
-  // The kernels want x dense and zero-padded to k_pad; copying M·K floats is negligible next
-  // to streaming N·K weights.
+  // The kernels want x dense and zero-padded to k_pad (rounded to bf16 when asked); copying
+  // M·K floats is negligible next to streaming N·K weights.
   // FP8: the columns start k_lead zeros in (the quantisation grid's origin).
   thread_local std::vector<float> xpad;
+  const bool round = round_x && m > kSmallMMax;
   const int64_t kp = pw.k_pad, lead = pw.k_lead;
   xpad.resize(static_cast<size_t>(m * kp));
   for (int64_t i = 0; i < m; ++i) {
     float* row = xpad.data() + i * kp;
     std::fill(row, row + lead, 0.0f);
-    std::memcpy(row + lead, x + i * ldx, static_cast<size_t>(k) * sizeof(float));
+    if (round) {
+      for (int64_t c = 0; c < k; ++c)
+        row[lead + c] = tensor::bf16_to_f32(tensor::f32_to_bf16(x[i * ldx + c]));
+    } else {
+      std::memcpy(row + lead, x + i * ldx, static_cast<size_t>(k) * sizeof(float));
+    }
     std::fill(row + lead + k, row + kp, 0.0f);
   }
+  const detail::PackedWeight& w = pw;
+  const bool fp8 = pw.dtype == DType::kF8E4M3;
+  if (round && fp8 && kernel_isa() >= Isa::kAvx512Bf16) {
+    // Rounded x as bf16 pairs for the vdpbf16ps prefill kernel.
+    thread_local std::vector<uint32_t> xpairs;
+    xpairs.resize(static_cast<size_t>(m * kp / 2));
+    for (size_t p = 0; p < xpairs.size(); ++p) {
+      uint32_t even, odd;
+      std::memcpy(&even, &xpad[2 * p], sizeof even);
+      std::memcpy(&odd, &xpad[2 * p + 1], sizeof odd);
+      xpairs[p] = (even >> 16) | (odd & 0xffff0000u);  // exact: both are bf16 values
+    }
+    const uint32_t* xp = xpairs.data();
+    tensor::parallel_for(pw.n_blocks, 1, [&](int64_t b0, int64_t b1) {
+      detail::avx512bf16::linear_fp8(w, xp, m, y, ldy, b0, b1);
+    });
+    return;
+  }
   detail::SmallMKernel kernel = detail::linear_small_m_portable;
-  if (pw.dtype == DType::kF8E4M3) {
-    // AVX-512 CPUs run the AVX2 body (no AVX-512 FP8 kernel yet).
+  if (fp8) {
+    // AVX-512 CPUs run the AVX2 body (the bf16 kernel above takes rounded x).
     kernel = kernel_isa() >= Isa::kAvx2 ? detail::avx2::linear_small_m_fp8
                                         : detail::linear_small_m_fp8_portable;
-  } else if (kernel_isa() == Isa::kAvx512) {
+  } else if (kernel_isa() >= Isa::kAvx512) {
     kernel = detail::avx512::linear_small_m;
   } else if (kernel_isa() == Isa::kAvx2) {
     kernel = detail::avx2::linear_small_m;
   }
   const float* xp = xpad.data();
-  const detail::PackedWeight& w = pw;
   // Contiguous runs of 64-row blocks per thread.
   tensor::parallel_for(pw.n_blocks, 1,
                        [&](int64_t b0, int64_t b1) { kernel(w, xp, m, y, ldy, b0, b1); });
@@ -264,11 +288,12 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
 
 void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int64_t ldx,
                                        int64_t ldy) {
-  // bf16 weights: oneDNN 2.6 has no f32 x bf16 matmul, and rounding the activations to bf16
-  // flips decisions the golden tests check. So x is split exactly enough into two bf16 parts,
-  // hi = bf16(x) and lo = bf16(x - hi) (residual error ~2^-16 |x| instead of 2^-8), stacked
-  // as 2m rows of one GEMM, and y = hi·Wᵀ + lo·Wᵀ.
-  const bool split = pw.dtype == DType::kBF16;
+  // bf16 weights: oneDNN 2.6 has no f32 x bf16 matmul. Rounded activations (every M that comes
+  // here is above kSmallMMax) are one bf16 GEMM;
+  // exact ones are split into two bf16 parts, hi = bf16(x) and lo = bf16(x - hi) (residual error
+  // ~2^-16 |x| instead of 2^-8), stacked as 2m rows of one GEMM, and y = hi·Wᵀ + lo·Wᵀ.
+  const bool bf16 = pw.dtype == DType::kBF16;
+  const bool split = bf16 && !round_x;
   const int64_t rows = split ? 2 * m : m;
   const std::shared_ptr<const Prim> p = prim(rows);
   // Per-thread scratch that only grows, so steady-state calls do not allocate buffers.
@@ -278,20 +303,19 @@ void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int6
   const dnnl::engine& engine = cpu_engine();
   const int64_t n = pw.n;
   void* src = const_cast<float*>(x);
-  if (split) {
+  if (bf16) {
     const int64_t kp = pw.k_pad;
     xbf16.resize(static_cast<size_t>(rows * kp));
     uint16_t* dst = xbf16.data();
     park_and_run_on_openmp(m, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         uint16_t* hi = dst + i * kp;
-        uint16_t* lo = dst + (m + i) * kp;
-        for (int64_t c = 0; c < k; ++c) {
-          const float v = x[i * ldx + c];
-          hi[c] = tensor::f32_to_bf16(v);
-          lo[c] = tensor::f32_to_bf16(v - tensor::bf16_to_f32(hi[c]));
-        }
+        for (int64_t c = 0; c < k; ++c) hi[c] = tensor::f32_to_bf16(x[i * ldx + c]);
         std::fill(hi + k, hi + kp, uint16_t{0});
+        if (!split) continue;
+        uint16_t* lo = dst + (m + i) * kp;
+        for (int64_t c = 0; c < k; ++c)
+          lo[c] = tensor::f32_to_bf16(x[i * ldx + c] - tensor::bf16_to_f32(hi[c]));
         std::fill(lo + k, lo + kp, uint16_t{0});
       }
     });
@@ -335,12 +359,16 @@ void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int6
   }
 }
 
-LinearWeight::LinearWeight(const LinearSource& w, tensor::DType dtype, bool row_independent)
-    : LinearWeight(std::vector<LinearSource>{w}, dtype, row_independent) {}
+LinearWeight::LinearWeight(const LinearSource& w, tensor::DType dtype, bool row_independent,
+                           ActivationPrecision activations)
+    : LinearWeight(std::vector<LinearSource>{w}, dtype, row_independent, activations) {}
 
 LinearWeight::LinearWeight(const std::vector<LinearSource>& parts, tensor::DType dtype,
-                           bool row_independent)
-    : row_independent_(row_independent), impl_(std::make_unique<Impl>()) {
+                           bool row_independent, ActivationPrecision activations)
+    : row_independent_(row_independent),
+      round_x_(activations == ActivationPrecision::kBf16 && dtype != DType::kF32),
+      impl_(std::make_unique<Impl>()) {
+  impl_->round_x = round_x_;
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF8E4M3)
     fail("LinearWeight: unsupported packed dtype {}", tensor::dtype_name(dtype));
   if (parts.empty()) fail("LinearWeight: no weight given");

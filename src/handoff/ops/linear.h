@@ -4,7 +4,8 @@
 // layout the kernels want. Small M (decode) runs hand-written kernels that stream each weight
 // once for all M rows; large M (prefill) goes to oneDNN where it has a fast matmul for the
 // dtype (FP8 never: its kernels run every M). Activations are f32 in and out; accumulation is
-// f32.
+// f32. With ActivationPrecision::kBf16, a bf16 or FP8 weight takes a prefill-sized input
+// rounded to bf16.
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -38,6 +39,15 @@ class LinearSource {
   tensor::Fp8Blocks blocks_;
 };
 
+// How f32 activations enter a product with a bf16 or FP8 weight (f32 weights take them as
+// they are). kExact: as f32 (oneDNN's bf16 GEMM then takes them as hi + lo bf16 halves, twice
+// the rows). kBf16: a product over more than 16 rows of x (prefill, where the GEMM is
+// compute-bound) rounds them to bf16 first, as GPU engines do, so it is one bf16 GEMM (FP8: the
+// CPU's bf16 dot product where it has one); the products stay exact in f32 and the sums f32.
+// Up to 16 rows (decode) they stay exact: those products are memory-bound, and rounding them
+// measured no faster (docs/performance.md).
+enum class ActivationPrecision { kExact, kBf16 };
+
 class LinearWeight {
  public:
   LinearWeight();
@@ -49,11 +59,13 @@ class LinearWeight {
   // the M = 1 kernel, so a row's result never depends on how many rows share the call (the
   // small-M kernels pick accumulator splits and K chunks by M, and oneDNN blocks by M). Slower
   // for prefill; the serving engine asks for it at --dtype f32 (model::LoadOptions).
-  LinearWeight(const LinearSource& w, tensor::DType dtype, bool row_independent = false);
+  LinearWeight(const LinearSource& w, tensor::DType dtype, bool row_independent = false,
+               ActivationPrecision activations = ActivationPrecision::kExact);
   // W = the row-wise concatenation of `parts` (each [N_i, K], same K), packed straight from the
   // parts (fused gate/up projections without an intermediate copy).
   LinearWeight(const std::vector<LinearSource>& parts, tensor::DType dtype,
-               bool row_independent = false);
+               bool row_independent = false,
+               ActivationPrecision activations = ActivationPrecision::kExact);
   ~LinearWeight();
   LinearWeight(LinearWeight&&) noexcept;
   LinearWeight& operator=(LinearWeight&&) noexcept;
@@ -62,6 +74,8 @@ class LinearWeight {
   int64_t out_features() const { return n_; }
   int64_t in_features() const { return k_; }
   tensor::DType dtype() const { return dtype_; }
+  // Whether forward() over more than 16 rows rounds x to bf16 (kBf16 with a bf16 or FP8 weight).
+  bool rounds_activations() const { return round_x_; }
   // Bytes of the weight as held (FP8: 1 per weight plus the f32 block scales), padding aside.
   size_t weight_bytes() const;
 
@@ -83,6 +97,7 @@ class LinearWeight {
   int64_t k_ = 0;
   tensor::DType dtype_ = tensor::DType::kF32;
   bool row_independent_ = false;
+  bool round_x_ = false;
   size_t scale_bytes_ = 0;  // FP8: the f32 block scales as held
   std::unique_ptr<Impl> impl_;
 };
