@@ -20,9 +20,11 @@
 #     `handoff bench offline` (one request, PROMPT_LEN random ids in, DECODE out; prefill =
 #     PROMPT_LEN / TTFT, decode = 1 / TPOT), the engine order alternating per round. Beside
 #     Q8_0 Handoff runs `--quantize fp8` (the published FP8 block format; its output head stays
-#     bf16, so its roofline is not given). The table: medians over rounds; roofline = median
-#     2-thread bandwidth / active weight bytes per token (of the GGUF: everything but the embedding table, which is
-#     one row per token, and routed experts counted n_used / n_expert).
+#     bf16, so its roofline is not given). bf16 and fp8 also run with `--activations bf16`
+#     (rows "-bf16act": prefill products on bf16-rounded inputs). The table: medians over
+#     rounds; roofline = median 2-thread bandwidth / active weight bytes per token (of the GGUF:
+#     everything but the embedding table, which is one row per token, and routed experts
+#     counted n_used / n_expert).
 #  3. check (MODE check|all): f32 bench-moe checkpoints of deepseek_v3 and deepseek_v32 (made by
 #     make-model, seed 1), plus the deepseek_v32 one with index_topk 8 (its DSA selection is
 #     sparse within the 24 positions), exported with export-gguf. A fixed 16-token prompt:
@@ -164,18 +166,29 @@ EOF
           log "round $r llama.cpp $w: prefill $p tok/s, decode $d tok/s (load $l1)"
         else
           # Beside llama.cpp's Q8_0: Handoff's 8-bit path, the published FP8 block format
-          # (--quantize fp8 of the same bf16 checkpoint; the output head stays bf16).
-          local hw=$w dtype_flags=(--dtype "$w")
-          [[ $w != q8_0 ]] || { hw=fp8; dtype_flags=(--dtype bf16 --quantize fp8); }
-          f=$OUT/handoff_${hw}_r$r.txt
-          "$HANDOFF" bench offline --model "$MODEL" "${dtype_flags[@]}" --threads "$THREADS" \
-            --concurrency 1 --num-prompts 1 --input-len "$PROMPT_LEN" --output-len "$DECODE" \
-            --max-num-batched-tokens "$PROMPT_LEN" --max-model-len $((PROMPT_LEN + DECODE)) \
-            --kv-cache-tokens $((PROMPT_LEN + DECODE + 64)) > "$f" 2> "$f.err"
-          p=$(awk -v n="$PROMPT_LEN" '$1 == "TTFT" {printf "%.2f", n / ($3 / 1000)}' "$f")
-          d=$(awk '$1 == "TPOT" {printf "%.2f", 1000 / $3}' "$f")
-          printf '%s\tHandoff\t%s\t%s\t%s\t%s\n' "$r" "$hw" "${p:-NA}" "${d:-NA}" "$l1" >> "$OUT/runs.tsv"
-          log "round $r Handoff $hw: prefill ${p:-NA} tok/s, decode ${d:-NA} tok/s (load $l1)"
+          # (--quantize fp8 of the same bf16 checkpoint; the output head stays bf16). bf16 and
+          # fp8 run twice: exact activations (the default) and --activations bf16 (prefill
+          # products take bf16-rounded inputs, as llama.cpp's and GPU engines' do).
+          local hw=$w flags=(--dtype "$w") acts=(exact)
+          [[ $w != q8_0 ]] || { hw=fp8; flags=(--dtype bf16 --quantize fp8); }
+          [[ $w == f32 ]] || acts=(exact bf16)
+          local act label
+          for act in "${acts[@]}"; do
+            label=$hw
+            local act_flags=()
+            if [[ $act == bf16 ]]; then label=$hw-bf16act; act_flags=(--activations bf16); fi
+            f=$OUT/handoff_${label}_r$r.txt
+            "$HANDOFF" bench offline --model "$MODEL" "${flags[@]}" "${act_flags[@]}" \
+              --threads "$THREADS" --concurrency 1 --num-prompts 1 --input-len "$PROMPT_LEN" \
+              --output-len "$DECODE" --max-num-batched-tokens "$PROMPT_LEN" \
+              --max-model-len $((PROMPT_LEN + DECODE)) \
+              --kv-cache-tokens $((PROMPT_LEN + DECODE + 64)) > "$f" 2> "$f.err"
+            p=$(awk -v n="$PROMPT_LEN" '$1 == "TTFT" {printf "%.2f", n / ($3 / 1000)}' "$f")
+            d=$(awk '$1 == "TPOT" {printf "%.2f", 1000 / $3}' "$f")
+            printf '%s\tHandoff\t%s\t%s\t%s\t%s\n' "$r" "$label" "${p:-NA}" "${d:-NA}" "$l1" \
+              >> "$OUT/runs.tsv"
+            log "round $r Handoff $label: prefill ${p:-NA} tok/s, decode ${d:-NA} tok/s (load $l1)"
+          done
         fi
       done
     done
@@ -251,7 +264,7 @@ rows = []
 for key in dict.fromkeys((r["engine"], r["weights"]) for r in runs):
     rs = [r for r in runs if (r["engine"], r["weights"]) == key]
     p, d = med(r["prefill_tps"] for r in rs), med(r["decode_tps"] for r in rs)
-    a = active_bytes(gguf.get(key[1]))
+    a = active_bytes(gguf.get(key[1].split("-")[0]))
     roof = bw * 1e9 / a if bw and a else None
     span = lambda col: "–".join(f"{v:.0f}" for v in sorted({min(float(r[col]) for r in rs if r[col] != "NA"), max(float(r[col]) for r in rs if r[col] != "NA")})) if any(r[col] != "NA" for r in rs) else "NA"
     rows.append([key[0], key[1].upper() if key[0] == "llama.cpp" else key[1],

@@ -186,7 +186,8 @@ TEST_P(OpsLinearFp8, EveryCodeDecodesExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, OpsLinearFp8,
-                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512Bf16),
+                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512,
+                                         Isa::kAvx512Bf16),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 // Fused parts whose boundary is not on a block (gate 37 rows + up 70 rows): each part keeps its

@@ -254,8 +254,8 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
   }
   const detail::PackedWeight& w = pw;
   const bool fp8 = pw.dtype == DType::kF8E4M3;
-  if (round && fp8 && kernel_isa() >= Isa::kAvx512Bf16) {
-    // Rounded x as bf16 pairs for the vdpbf16ps prefill kernel.
+  if (round && kernel_isa() >= Isa::kAvx512Bf16) {
+    // Rounded x as bf16 pairs for the vdpbf16ps prefill kernels.
     thread_local std::vector<uint32_t> xpairs;
     xpairs.resize(static_cast<size_t>(m * kp / 2));
     for (size_t p = 0; p < xpairs.size(); ++p) {
@@ -265,16 +265,18 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
       xpairs[p] = (even >> 16) | (odd & 0xffff0000u);  // exact: both are bf16 values
     }
     const uint32_t* xp = xpairs.data();
-    tensor::parallel_for(pw.n_blocks, 1, [&](int64_t b0, int64_t b1) {
-      detail::avx512bf16::linear_fp8(w, xp, m, y, ldy, b0, b1);
-    });
+    const auto kernel = fp8 ? detail::avx512bf16::linear_fp8 : detail::avx512bf16::linear_bf16;
+    tensor::parallel_for(pw.n_blocks, 1,
+                         [&](int64_t b0, int64_t b1) { kernel(w, xp, m, y, ldy, b0, b1); });
     return;
   }
   detail::SmallMKernel kernel = detail::linear_small_m_portable;
   if (fp8) {
-    // AVX-512 CPUs run the AVX2 body (the bf16 kernel above takes rounded x).
-    kernel = kernel_isa() >= Isa::kAvx2 ? detail::avx2::linear_small_m_fp8
-                                        : detail::linear_small_m_fp8_portable;
+    // AVX-512 covers decode's few rows; prefill-sized m takes the AVX2 path's widening.
+    kernel = kernel_isa() >= Isa::kAvx512 && m <= detail::kFp8DirectRowsMax
+                 ? detail::avx512::linear_small_m_fp8
+             : kernel_isa() >= Isa::kAvx2 ? detail::avx2::linear_small_m_fp8
+                                          : detail::linear_small_m_fp8_portable;
   } else if (kernel_isa() >= Isa::kAvx512) {
     kernel = detail::avx512::linear_small_m;
   } else if (kernel_isa() == Isa::kAvx2) {
@@ -493,10 +495,11 @@ size_t LinearWeight::weight_bytes() const {
 }
 
 // Row-independent mode never reaches oneDNN, so every M is then safe inside a parallel region;
-// neither do weights whose layout oneDNN has no real matmul for on this CPU.
+// neither do weights whose layout oneDNN has no real matmul for on this CPU, nor rounded
+// activations where the CPU has the bf16 dot product (the own bf16 tiles run them).
 bool LinearWeight::small_m(int64_t m) const {
   return m <= kSmallMMax || row_independent_ || dtype_ == DType::kF8E4M3 ||
-         !onednn_fast_matmul(dtype_);
+         (round_x_ && kernel_isa() >= Isa::kAvx512Bf16) || !onednn_fast_matmul(dtype_);
 }
 
 void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {

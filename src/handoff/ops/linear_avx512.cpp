@@ -1,4 +1,11 @@
 // AVX-512 small-M (decode) kernels over the packed layout described in linear_kernels.h.
+//
+// FP8: the AVX2 kernel's conversion (linear_fp8_avx2.cpp) on 64-byte lines. A line holds a
+// block's 64 rows of one k, each 32-row half with row 8q + j in byte q of 32-bit lane j, so the
+// same shifts and masks give four vectors v[q] of rows 8q..8q + 7 (lanes 0-7) and
+// 32 + 8q..32 + 8q + 7 (lanes 8-15), each 2^-120 times its value; x and the scale are each taken
+// times 2^60. Every row sums a k block in one FMA chain in k order, then y (+)= partial · scale,
+// exactly as the AVX2 kernels do, so results are the same bit for bit whichever path a row takes.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -124,7 +131,92 @@ void run(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy
   }
 }
 
+// ---- FP8 ----
+
+constexpr float kHalfUnit = 0x1p60f;  // the 2^120 the f32 view drops, split between x and scale
+
+// One k's line of 64 e4m3 bytes -> v[q] as described at the top.
+inline void widen64(const uint8_t* p, __m512 v[4]) {
+  const __m512i y = _mm512_loadu_si512(p);
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0x87F00000u));  // sign, bits 26..20
+  const __m512i low = _mm512_set1_epi32(0x000087F0);                      // the same 16 bits lower
+  const __m512i odd = _mm512_srai_epi16(y, 4);                            // bytes 1 and 3
+  const __m512i even = _mm512_srai_epi16(_mm512_slli_epi16(y, 8), 4);     // bytes 0 and 2
+  v[0] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_and_si512(even, low), 16));
+  v[1] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_and_si512(odd, low), 16));
+  v[2] = _mm512_castsi512_ps(_mm512_and_si512(even, high));
+  v[3] = _mm512_castsi512_ps(_mm512_and_si512(odd, high));
+}
+
+// Lanes of v[q] that hold rows of the matrix, `valid` rows being left in the block.
+__mmask16 fp8_lane_mask(int64_t valid, int q) {
+  auto half = [](int64_t rows) { return rows >= 8 ? 0xffu : rows <= 0 ? 0u : (1u << rows) - 1; };
+  return static_cast<__mmask16>(half(valid - 8 * q) | half(valid - 32 - 8 * q) << 8);
+}
+
+// v[q]'s rows of a row-ordered array: rows 8q.. and 32 + 8q.. (masked lanes read nothing).
+inline __m512 load_split(const float* p, int q, __mmask16 mask) {
+  const __m256 lo = _mm256_maskz_loadu_ps(static_cast<__mmask8>(mask), p + 8 * q);
+  const __m256 hi = _mm256_maskz_loadu_ps(static_cast<__mmask8>(mask >> 8), p + 32 + 8 * q);
+  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+inline void store_split(float* p, int q, __mmask16 mask, __m512 v) {
+  _mm256_mask_storeu_ps(p + 8 * q, static_cast<__mmask8>(mask), _mm512_castps512_ps256(v));
+  _mm256_mask_storeu_ps(p + 32 + 8 * q, static_cast<__mmask8>(mask >> 8),
+                        _mm512_extractf32x8_ps(v, 1));
+}
+
+// Block b × MR rows of x over k block kb: y (+)= partial · scale.
+template <int MR>
+void fp8_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
+              int64_t kb, bool accumulate) {
+  __m512 acc[4][MR];
+  for (int q = 0; q < 4; ++q)
+    for (int i = 0; i < MR; ++i) acc[q][i] = _mm512_setzero_ps();
+  const int64_t k0 = kb * w.k_block, k1 = k0 + w.k_block;
+  const auto* base = static_cast<const uint8_t*>(w.data) + b * w.k_pad * kRowBlock;
+  const __m512 unit = _mm512_set1_ps(kHalfUnit);
+  for (int64_t k = k0; k < k1; ++k) {
+    const uint8_t* p = base + k * kRowBlock;
+    _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+    __m512 v[4];
+    widen64(p, v);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 xv = _mm512_mul_ps(_mm512_set1_ps(x[i * ldx + k]), unit);
+      for (int q = 0; q < 4; ++q) acc[q][i] = _mm512_fmadd_ps(v[q], xv, acc[q][i]);
+    }
+  }
+  const int64_t nkb = w.k_pad / w.k_block, row0 = b * kRowBlock;
+  const float* scales = w.scales + (b * nkb + kb) * kRowBlock;
+  for (int q = 0; q < 4; ++q) {
+    const __mmask16 mask = fp8_lane_mask(w.n - row0, q);
+    const __m512 s = _mm512_mul_ps(load_split(scales, q, mask), unit);
+    for (int i = 0; i < MR; ++i) {
+      float* out = y + i * ldy + row0;
+      const __m512 prev = accumulate ? load_split(out, q, mask) : _mm512_setzero_ps();
+      store_split(out, q, mask, _mm512_fmadd_ps(acc[q][i], s, prev));
+    }
+  }
+}
+
 }  // namespace
+
+void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
+                        int64_t b0, int64_t b1) {
+  const int64_t ldx = w.k_pad, nkb = w.k_pad / w.k_block;
+  // k blocks outside, rows inside: a block's k block (64 rows × 128 bytes) stays in L1 while
+  // the row tiles pass over it.
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t kb = 0; kb < nkb; ++kb)
+      for (int64_t i = 0; i < m; i += 2) {
+        if (m - i == 1) {
+          fp8_tile<1>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, kb, kb > 0);
+        } else {
+          fp8_tile<2>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, kb, kb > 0);
+        }
+      }
+}
 
 void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                     int64_t b0, int64_t b1) {

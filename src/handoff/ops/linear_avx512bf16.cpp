@@ -1,11 +1,12 @@
-// The FP8 prefill kernel for activations rounded to bf16 (ops::ActivationPrecision::kBf16) on
-// CPUs with the bf16 dot product. Each 64-row block of the FP8 layout (linear_kernels.h: one
-// 64-byte line of 64 rows per k) is converted once per 512 columns into the bf16 layout
-// [K/2][64][2] in an L2-resident chunk, and tiles of up to 4 rows of x run over it with
-// vdpbf16ps: x arrives as bf16 pairs, one 32-bit word per two columns, so a broadcast word pairs
+// Prefill kernels for activations rounded to bf16 (ops::ActivationPrecision::kBf16) on CPUs with
+// the bf16 dot product, over the bf16 layout [K/2][64][2] of linear_kernels.h: FP8 blocks (one
+// 64-byte line of 64 rows per k) are first converted, once per 512 columns, into that layout in
+// an L2-resident chunk. Tiles of up to 4 rows of x × 64 rows run with vdpbf16ps: x arrives as
+// bf16 pairs, one 32-bit word per two columns, so a broadcast word pairs
 // with a 64-byte load of 16 rows × 2 columns and one instruction does 32 multiply-adds. bf16 ×
 // bf16 products are exact in f32; each k block (128 columns) is summed in registers, then
-// y (+)= partial · scale in f32.
+// y (+)= partial (FP8: · scale) in f32. For bf16 weights these tiles beat oneDNN's bf16 matmul on
+// prefill shapes (docs/performance.md).
 //
 // The conversion: the lines of k and k + 1 become four vectors of 16 consecutive rows ×
 // (k, k + 1) with byte permutes. One two-source permute places each row's two e4m3 bytes twice in
@@ -38,12 +39,12 @@ __mmask16 lane_mask(int64_t valid) {
   return valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << valid) - 1);
 }
 
-// y (+)= acc · scale for MR rows of the 16-row lane starting at row0.
+// y (+)= acc (· scale, when given) for MR rows of the 16-row lane starting at row0.
 template <int MR>
 inline void store_lane(const __m512 (&acc)[MR], const float* scale, float* y, int64_t ldy,
                        int64_t row0, int64_t valid, bool accumulate) {
   const __mmask16 mask = lane_mask(valid);
-  const __m512 s = _mm512_maskz_loadu_ps(mask, scale);
+  const __m512 s = scale ? _mm512_maskz_loadu_ps(mask, scale) : _mm512_set1_ps(1.0f);
   for (int i = 0; i < MR; ++i) {
     float* out = y + i * ldy + row0;
     const __m512 prev = accumulate ? _mm512_maskz_loadu_ps(mask, out) : _mm512_setzero_ps();
@@ -52,7 +53,7 @@ inline void store_lane(const __m512 (&acc)[MR], const float* scale, float* y, in
 }
 
 // The first NB lanes of a one-block bf16 weight w × MR rows of x over k pairs [p0, p1):
-// y (+)= sum · the rows' scales.
+// y (+)= sum (· the rows' scales, when given).
 template <int NB, int MR>
 void tile(const PackedWeight& w, const uint32_t* x, int64_t ldx, float* y, int64_t ldy, int64_t p0,
           int64_t p1, bool accumulate, const float* scale) {
@@ -70,7 +71,8 @@ void tile(const PackedWeight& w, const uint32_t* x, int64_t ldx, float* y, int64
     }
   }
   for (int j = 0; j < NB; ++j)
-    store_lane<MR>(acc[j], scale + j * kLane, y, ldy, j * kLane, w.n - j * kLane, accumulate);
+    store_lane<MR>(acc[j], scale ? scale + j * kLane : nullptr, y, ldy, j * kLane, w.n - j * kLane,
+                   accumulate);
 }
 
 // MR (1..4) rows of x at a time, as tile<NB, MR>.
@@ -160,48 +162,66 @@ void widen_block(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, uint1
   }
 }
 
-}  // namespace
-
-void linear_fp8(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t ldy,
-                int64_t b0, int64_t b1) {
-  const int64_t ldx = w.k_pad / 2, nkb = w.k_pad / w.k_block;
-  const int64_t chunk_cols = w.k_block * std::max<int64_t>(1, kWidenCols / w.k_block);
-  thread_local std::vector<uint16_t> chunk;  // only grows: no allocation in steady state
-  chunk.resize(static_cast<size_t>(chunk_cols * kRowBlock));
+// Both kernels: per 64-row block, chunks of kWidenCols columns (FP8: widened into bf16 first),
+// and within a chunk steps of one k block (FP8: the scale block; bf16: 128 columns, 16 KiB of the
+// block) with the row tiles inside, so a step stays in L1 while the row tiles pass over it.
+template <bool kFp8>
+void run(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t ldy, int64_t b0,
+         int64_t b1) {
+  const int64_t ldx = w.k_pad / 2;
+  const int64_t step = kFp8 ? w.k_block : 128;
+  const int64_t nkb = kFp8 ? w.k_pad / w.k_block : 0;
+  const int64_t chunk_cols = step * std::max<int64_t>(1, kWidenCols / step);
+  thread_local std::vector<uint16_t> chunk;  // FP8; only grows: no allocation in steady state
+  if (kFp8) chunk.resize(static_cast<size_t>(chunk_cols * kRowBlock));
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t lanes = live_lanes(w, b);
     for (int64_t c0 = 0; c0 < w.k_pad; c0 += chunk_cols) {
       const int64_t c1 = std::min(w.k_pad, c0 + chunk_cols);
-      widen_block(w, b, c0, c1, chunk.data());
       // The chunk as a weight of one block: block b's rows over columns [c0, c1).
+      const void* data = static_cast<const uint16_t*>(w.data) + (b * w.k_pad + c0) * kRowBlock;
+      if (kFp8) {
+        widen_block(w, b, c0, c1, chunk.data());
+        data = chunk.data();
+      }
       const PackedWeight part{tensor::DType::kBF16, std::min(kRowBlock, w.n - b * kRowBlock),
-                              c1 - c0, 1, chunk.data()};
-      // k blocks outside, row tiles inside: a k block of the chunk (16 KiB) stays in L1 while
-      // the row tiles pass over it.
-      for (int64_t kb = c0 / w.k_block; kb < c1 / w.k_block; ++kb) {
-        const float* scale = w.scales + (b * nkb + kb) * kRowBlock;
-        const int64_t p0 = (kb * w.k_block - c0) / 2, p1 = p0 + w.k_block / 2;
+                              c1 - c0, 1, data};
+      for (int64_t s0 = c0; s0 < c1; s0 += step) {
+        const float* scale = kFp8 ? w.scales + (b * nkb + s0 / step) * kRowBlock : nullptr;
+        const int64_t p0 = (s0 - c0) / 2, p1 = p0 + std::min(step, c1 - s0) / 2;
         for (int64_t i = 0; i < m; i += 4) {
           const uint32_t* xi = x + i * ldx + c0 / 2;
           float* yi = y + i * ldy + b * kRowBlock;
           switch (lanes) {
             case 1:
-              tile_any<1>(m - i, part, xi, ldx, yi, ldy, p0, p1, kb > 0, scale);
+              tile_any<1>(m - i, part, xi, ldx, yi, ldy, p0, p1, s0 > 0, scale);
               break;
             case 2:
-              tile_any<2>(m - i, part, xi, ldx, yi, ldy, p0, p1, kb > 0, scale);
+              tile_any<2>(m - i, part, xi, ldx, yi, ldy, p0, p1, s0 > 0, scale);
               break;
             case 3:
-              tile_any<3>(m - i, part, xi, ldx, yi, ldy, p0, p1, kb > 0, scale);
+              tile_any<3>(m - i, part, xi, ldx, yi, ldy, p0, p1, s0 > 0, scale);
               break;
             default:
-              tile_any<4>(m - i, part, xi, ldx, yi, ldy, p0, p1, kb > 0, scale);
+              tile_any<4>(m - i, part, xi, ldx, yi, ldy, p0, p1, s0 > 0, scale);
               break;
           }
         }
       }
     }
   }
+}
+
+}  // namespace
+
+void linear_bf16(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t ldy,
+                 int64_t b0, int64_t b1) {
+  run<false>(w, x, m, y, ldy, b0, b1);
+}
+
+void linear_fp8(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t ldy,
+                int64_t b0, int64_t b1) {
+  run<true>(w, x, m, y, ldy, b0, b1);
 }
 
 }  // namespace handoff::ops::detail::avx512bf16

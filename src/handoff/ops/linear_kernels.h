@@ -62,17 +62,25 @@ void linear_small_m_portable(const PackedWeight& w, const float* x, int64_t m, f
 void linear_small_m_fp8_portable(const PackedWeight& w, const float* x, int64_t m, float* y,
                                  int64_t ldy, int64_t b0, int64_t b1);
 
-// FP8 weights × activations rounded to bf16 (ActivationPrecision::kBf16) on CPUs with
+// bf16 and FP8 weights × activations rounded to bf16 (ActivationPrecision::kBf16) on CPUs with
 // vdpbf16ps, for prefill-sized m: x is [m][k_pad / 2] bf16 pairs (column 2p in the low half of
 // word p, 2p + 1 in the high half); otherwise the SmallMKernel contract.
 namespace avx512bf16 {
+void linear_bf16(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t ldy,
+                 int64_t b0, int64_t b1);
 void linear_fp8(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t ldy,
                 int64_t b0, int64_t b1);
 }  // namespace avx512bf16
 namespace avx512 {
 void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                     int64_t b0, int64_t b1);
+// FP8, for the few rows of decode (m <= kFp8DirectRowsMax); the same sums as the AVX2 kernels.
+void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
+                        int64_t b0, int64_t b1);
 }  // namespace avx512
+// Rows of x up to which FP8 weights are converted in registers for every row tile; from
+// kTallRowsBf16 rows on, the AVX2 path widens each block once for all rows.
+inline constexpr int64_t kFp8DirectRowsMax = 4;
 namespace avx2 {
 void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                     int64_t b0, int64_t b1);
