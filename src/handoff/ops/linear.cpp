@@ -254,20 +254,31 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
   }
   const detail::PackedWeight& w = pw;
   const bool fp8 = pw.dtype == DType::kF8E4M3;
-  if (round && kernel_isa() >= Isa::kAvx512Bf16) {
-    // Rounded x as bf16 pairs for the vdpbf16ps prefill kernels.
-    thread_local std::vector<uint32_t> xpairs;
-    xpairs.resize(static_cast<size_t>(m * kp / 2));
-    for (size_t p = 0; p < xpairs.size(); ++p) {
-      uint32_t even, odd;
-      std::memcpy(&even, &xpad[2 * p], sizeof even);
-      std::memcpy(&odd, &xpad[2 * p + 1], sizeof odd);
-      xpairs[p] = (even >> 16) | (odd & 0xffff0000u);  // exact: both are bf16 values
+  // Prefill-sized bf16 products (and FP8 ones on rounded x) on a CPU with the bf16 dot product:
+  // the vdpbf16ps tiles, on x as bf16 pairs (exact x: hi pairs and lo = x - hi pairs).
+  if (m > kSmallMMax && kernel_isa() >= Isa::kAvx512Bf16 && (!fp8 || round)) {
+    thread_local std::vector<uint32_t> xhi, xlo;
+    const bool split = !round;
+    xhi.resize(static_cast<size_t>(m * kp / 2));
+    xlo.resize(split ? xhi.size() : 0);
+    for (size_t p = 0; p < xhi.size(); ++p) {
+      const float even = xpad[2 * p], odd = xpad[2 * p + 1];
+      const uint16_t he = tensor::f32_to_bf16(even), ho = tensor::f32_to_bf16(odd);
+      xhi[p] = uint32_t{he} | uint32_t{ho} << 16;
+      if (!split) continue;
+      const uint16_t le = tensor::f32_to_bf16(even - tensor::bf16_to_f32(he));
+      const uint16_t lo = tensor::f32_to_bf16(odd - tensor::bf16_to_f32(ho));
+      xlo[p] = uint32_t{le} | uint32_t{lo} << 16;
     }
-    const uint32_t* xp = xpairs.data();
-    const auto kernel = fp8 ? detail::avx512bf16::linear_fp8 : detail::avx512bf16::linear_bf16;
-    tensor::parallel_for(pw.n_blocks, 1,
-                         [&](int64_t b0, int64_t b1) { kernel(w, xp, m, y, ldy, b0, b1); });
+    const uint32_t* xh = xhi.data();
+    const uint32_t* xl = split ? xlo.data() : nullptr;
+    tensor::parallel_for(pw.n_blocks, 1, [&](int64_t b0, int64_t b1) {
+      if (fp8) {
+        detail::avx512bf16::linear_fp8(w, xh, m, y, ldy, b0, b1);
+      } else {
+        detail::avx512bf16::linear_bf16(w, xh, xl, m, y, ldy, b0, b1);
+      }
+    });
     return;
   }
   detail::SmallMKernel kernel = detail::linear_small_m_portable;
@@ -495,11 +506,13 @@ size_t LinearWeight::weight_bytes() const {
 }
 
 // Row-independent mode never reaches oneDNN, so every M is then safe inside a parallel region;
-// neither do weights whose layout oneDNN has no real matmul for on this CPU, nor rounded
-// activations where the CPU has the bf16 dot product (the own bf16 tiles run them).
+// neither do weights whose layout oneDNN has no real matmul for on this CPU, nor bf16 weights
+// where the CPU has the bf16 dot product (the own vdpbf16ps tiles run them: one worker pool, no
+// OpenMP team spinning beside a busy neighbour).
 bool LinearWeight::small_m(int64_t m) const {
   return m <= kSmallMMax || row_independent_ || dtype_ == DType::kF8E4M3 ||
-         (round_x_ && kernel_isa() >= Isa::kAvx512Bf16) || !onednn_fast_matmul(dtype_);
+         (dtype_ == DType::kBF16 && kernel_isa() >= Isa::kAvx512Bf16) ||
+         !onednn_fast_matmul(dtype_);
 }
 
 void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {

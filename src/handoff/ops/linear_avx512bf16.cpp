@@ -1,5 +1,7 @@
-// Prefill kernels for activations rounded to bf16 (ops::ActivationPrecision::kBf16) on CPUs with
-// the bf16 dot product, over the bf16 layout [K/2][64][2] of linear_kernels.h: FP8 blocks (one
+// Prefill kernels on CPUs with the bf16 dot product, over the bf16 layout [K/2][64][2] of
+// linear_kernels.h, for bf16 weights (activations rounded to bf16, or exact ones as hi + lo bf16
+// halves, each half one more vdpbf16ps into the same sums) and for FP8 weights with rounded
+// activations (ops::ActivationPrecision::kBf16): FP8 blocks (one
 // 64-byte line of 64 rows per k) are first converted, once per 512 columns, into that layout in
 // an L2-resident chunk. Tiles of up to 4 rows of x × 64 rows run with vdpbf16ps: x arrives as
 // bf16 pairs, one 32-bit word per two columns, so a broadcast word pairs
@@ -53,10 +55,11 @@ inline void store_lane(const __m512 (&acc)[MR], const float* scale, float* y, in
 }
 
 // The first NB lanes of a one-block bf16 weight w × MR rows of x over k pairs [p0, p1):
-// y (+)= sum (· the rows' scales, when given).
+// y (+)= sum (· the rows' scales, when given). With `xlo` (exact activations: x = hi + lo, both
+// bf16) each row's two halves go into the same sums.
 template <int NB, int MR>
-void tile(const PackedWeight& w, const uint32_t* x, int64_t ldx, float* y, int64_t ldy, int64_t p0,
-          int64_t p1, bool accumulate, const float* scale) {
+void tile(const PackedWeight& w, const uint32_t* x, const uint32_t* xlo, int64_t ldx, float* y,
+          int64_t ldy, int64_t p0, int64_t p1, bool accumulate, const float* scale) {
   __m512 acc[NB][MR];
   for (int j = 0; j < NB; ++j)
     for (int i = 0; i < MR; ++i) acc[j][i] = _mm512_setzero_ps();
@@ -68,6 +71,9 @@ void tile(const PackedWeight& w, const uint32_t* x, int64_t ldx, float* y, int64
     for (int i = 0; i < MR; ++i) {
       const __m512i xv = _mm512_set1_epi32(static_cast<int>(x[i * ldx + p]));
       for (int j = 0; j < NB; ++j) acc[j][i] = dot(acc[j][i], wv[j], xv);
+      if (xlo == nullptr) continue;
+      const __m512i lv = _mm512_set1_epi32(static_cast<int>(xlo[i * ldx + p]));
+      for (int j = 0; j < NB; ++j) acc[j][i] = dot(acc[j][i], wv[j], lv);
     }
   }
   for (int j = 0; j < NB; ++j)
@@ -77,17 +83,18 @@ void tile(const PackedWeight& w, const uint32_t* x, int64_t ldx, float* y, int64
 
 // MR (1..4) rows of x at a time, as tile<NB, MR>.
 template <int NB>
-void tile_any(int64_t mr, const PackedWeight& w, const uint32_t* x, int64_t ldx, float* y,
-              int64_t ldy, int64_t p0, int64_t p1, bool accumulate, const float* scale) {
+void tile_any(int64_t mr, const PackedWeight& w, const uint32_t* x, const uint32_t* xlo,
+              int64_t ldx, float* y, int64_t ldy, int64_t p0, int64_t p1, bool accumulate,
+              const float* scale) {
   switch (mr) {
     case 1:
-      return tile<NB, 1>(w, x, ldx, y, ldy, p0, p1, accumulate, scale);
+      return tile<NB, 1>(w, x, xlo, ldx, y, ldy, p0, p1, accumulate, scale);
     case 2:
-      return tile<NB, 2>(w, x, ldx, y, ldy, p0, p1, accumulate, scale);
+      return tile<NB, 2>(w, x, xlo, ldx, y, ldy, p0, p1, accumulate, scale);
     case 3:
-      return tile<NB, 3>(w, x, ldx, y, ldy, p0, p1, accumulate, scale);
+      return tile<NB, 3>(w, x, xlo, ldx, y, ldy, p0, p1, accumulate, scale);
     default:
-      return tile<NB, 4>(w, x, ldx, y, ldy, p0, p1, accumulate, scale);
+      return tile<NB, 4>(w, x, xlo, ldx, y, ldy, p0, p1, accumulate, scale);
   }
 }
 
@@ -166,8 +173,8 @@ void widen_block(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, uint1
 // and within a chunk steps of one k block (FP8: the scale block; bf16: 128 columns, 16 KiB of the
 // block) with the row tiles inside, so a step stays in L1 while the row tiles pass over it.
 template <bool kFp8>
-void run(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t ldy, int64_t b0,
-         int64_t b1) {
+void run(const PackedWeight& w, const uint32_t* x, const uint32_t* xlo, int64_t m, float* y,
+         int64_t ldy, int64_t b0, int64_t b1) {
   const int64_t ldx = w.k_pad / 2;
   const int64_t step = kFp8 ? w.k_block : 128;
   const int64_t nkb = kFp8 ? w.k_pad / w.k_block : 0;
@@ -190,20 +197,22 @@ void run(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t 
         const float* scale = kFp8 ? w.scales + (b * nkb + s0 / step) * kRowBlock : nullptr;
         const int64_t p0 = (s0 - c0) / 2, p1 = p0 + std::min(step, c1 - s0) / 2;
         for (int64_t i = 0; i < m; i += 4) {
-          const uint32_t* xi = x + i * ldx + c0 / 2;
+          const int64_t at = i * ldx + c0 / 2;
+          const uint32_t* xi = x + at;
+          const uint32_t* li = xlo ? xlo + at : nullptr;
           float* yi = y + i * ldy + b * kRowBlock;
           switch (lanes) {
             case 1:
-              tile_any<1>(m - i, part, xi, ldx, yi, ldy, p0, p1, s0 > 0, scale);
+              tile_any<1>(m - i, part, xi, li, ldx, yi, ldy, p0, p1, s0 > 0, scale);
               break;
             case 2:
-              tile_any<2>(m - i, part, xi, ldx, yi, ldy, p0, p1, s0 > 0, scale);
+              tile_any<2>(m - i, part, xi, li, ldx, yi, ldy, p0, p1, s0 > 0, scale);
               break;
             case 3:
-              tile_any<3>(m - i, part, xi, ldx, yi, ldy, p0, p1, s0 > 0, scale);
+              tile_any<3>(m - i, part, xi, li, ldx, yi, ldy, p0, p1, s0 > 0, scale);
               break;
             default:
-              tile_any<4>(m - i, part, xi, ldx, yi, ldy, p0, p1, s0 > 0, scale);
+              tile_any<4>(m - i, part, xi, li, ldx, yi, ldy, p0, p1, s0 > 0, scale);
               break;
           }
         }
@@ -214,14 +223,14 @@ void run(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t 
 
 }  // namespace
 
-void linear_bf16(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t ldy,
-                 int64_t b0, int64_t b1) {
-  run<false>(w, x, m, y, ldy, b0, b1);
+void linear_bf16(const PackedWeight& w, const uint32_t* x, const uint32_t* xlo, int64_t m, float* y,
+                 int64_t ldy, int64_t b0, int64_t b1) {
+  run<false>(w, x, xlo, m, y, ldy, b0, b1);
 }
 
 void linear_fp8(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t ldy,
                 int64_t b0, int64_t b1) {
-  run<true>(w, x, m, y, ldy, b0, b1);
+  run<true>(w, x, nullptr, m, y, ldy, b0, b1);
 }
 
 }  // namespace handoff::ops::detail::avx512bf16

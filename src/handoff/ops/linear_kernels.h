@@ -62,12 +62,13 @@ void linear_small_m_portable(const PackedWeight& w, const float* x, int64_t m, f
 void linear_small_m_fp8_portable(const PackedWeight& w, const float* x, int64_t m, float* y,
                                  int64_t ldy, int64_t b0, int64_t b1);
 
-// bf16 and FP8 weights × activations rounded to bf16 (ActivationPrecision::kBf16) on CPUs with
-// vdpbf16ps, for prefill-sized m: x is [m][k_pad / 2] bf16 pairs (column 2p in the low half of
-// word p, 2p + 1 in the high half); otherwise the SmallMKernel contract.
+// Prefill-sized m on CPUs with vdpbf16ps: x is [m][k_pad / 2] bf16 pairs (column 2p in the low
+// half of word p, 2p + 1 in the high half); otherwise the SmallMKernel contract. bf16 weights:
+// `xlo` null for activations rounded to bf16, else the residuals x - hi as the same pairs (exact
+// activations to ~2^-16). FP8: rounded activations (ActivationPrecision::kBf16) only.
 namespace avx512bf16 {
-void linear_bf16(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t ldy,
-                 int64_t b0, int64_t b1);
+void linear_bf16(const PackedWeight& w, const uint32_t* x, const uint32_t* xlo, int64_t m, float* y,
+                 int64_t ldy, int64_t b0, int64_t b1);
 void linear_fp8(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t ldy,
                 int64_t b0, int64_t b1);
 }  // namespace avx512bf16
