@@ -378,10 +378,8 @@ LinearWeight::LinearWeight(const LinearSource& w, tensor::DType dtype, bool row_
 
 LinearWeight::LinearWeight(const std::vector<LinearSource>& parts, tensor::DType dtype,
                            bool row_independent, ActivationPrecision activations)
-    : row_independent_(row_independent),
-      round_x_(activations == ActivationPrecision::kBf16 && dtype != DType::kF32),
-      impl_(std::make_unique<Impl>()) {
-  impl_->round_x = round_x_;
+    : row_independent_(row_independent), impl_(std::make_unique<Impl>()) {
+  impl_->round_x = activations == ActivationPrecision::kBf16 && dtype != DType::kF32;
   if (dtype != DType::kF32 && dtype != DType::kBF16 && dtype != DType::kF8E4M3)
     fail("LinearWeight: unsupported packed dtype {}", tensor::dtype_name(dtype));
   if (parts.empty()) fail("LinearWeight: no weight given");
@@ -500,6 +498,8 @@ void LinearWeight::pack_fp8(const std::vector<LinearSource>& parts,
 LinearWeight::~LinearWeight() = default;
 LinearWeight::LinearWeight(LinearWeight&&) noexcept = default;
 LinearWeight& LinearWeight::operator=(LinearWeight&&) noexcept = default;
+
+bool LinearWeight::rounds_activations() const { return impl_ && impl_->round_x; }
 
 size_t LinearWeight::weight_bytes() const {
   return static_cast<size_t>(n_ * k_) * tensor::dtype_size(dtype_) + scale_bytes_;

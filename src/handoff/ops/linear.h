@@ -40,10 +40,10 @@ class LinearSource {
 };
 
 // How f32 activations enter a product with a bf16 or FP8 weight (f32 weights take them as
-// they are). kExact: as f32 (oneDNN's bf16 GEMM then takes them as hi + lo bf16 halves, twice
-// the rows). kBf16: a product over more than 16 rows of x (prefill, where the GEMM is
-// compute-bound) rounds them to bf16 first, as GPU engines do, so it is one bf16 GEMM (FP8: the
-// CPU's bf16 dot product where it has one); the products stay exact in f32 and the sums f32.
+// they are). kExact: as f32 (a bf16 GEMM takes them as hi + lo bf16 halves: twice its work).
+// kBf16: a product over more than 16 rows of x (prefill, where the GEMM is compute-bound) rounds
+// them to bf16 first, as GPU engines do, so it is one bf16 GEMM (FP8 too, on CPUs with the bf16
+// dot product); the products stay exact in f32 and the sums f32.
 // Up to 16 rows (decode) they stay exact: those products are memory-bound, and rounding them
 // measured no faster (docs/performance.md).
 enum class ActivationPrecision { kExact, kBf16 };
@@ -75,7 +75,7 @@ class LinearWeight {
   int64_t in_features() const { return k_; }
   tensor::DType dtype() const { return dtype_; }
   // Whether forward() over more than 16 rows rounds x to bf16 (kBf16 with a bf16 or FP8 weight).
-  bool rounds_activations() const { return round_x_; }
+  bool rounds_activations() const;
   // Bytes of the weight as held (FP8: 1 per weight plus the f32 block scales), padding aside.
   size_t weight_bytes() const;
 
@@ -97,7 +97,6 @@ class LinearWeight {
   int64_t k_ = 0;
   tensor::DType dtype_ = tensor::DType::kF32;
   bool row_independent_ = false;
-  bool round_x_ = false;
   size_t scale_bytes_ = 0;  // FP8: the f32 block scales as held
   std::unique_ptr<Impl> impl_;
 };
