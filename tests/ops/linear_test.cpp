@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "handoff/error.h"
@@ -113,6 +114,16 @@ TEST_P(OpsLinear, WideRowsSplitAcrossThreads) {
   std::mt19937 rng(99);
   for (DType dtype : {DType::kF32, DType::kBF16})
     for (int64_t m : {1, 4, 13}) check({m, 1000, 300, dtype}, 1e-5, rng);
+}
+
+// Prefill-sized M with exact activations on each level's large-M path (oneDNN where it has a fast
+// matmul, the vdpbf16ps tiles on hi + lo halves on avx512bf16, the small-M kernels elsewhere); the
+// bf16 bound allows the split's ~2^-16 residual.
+TEST_P(OpsLinear, LargeMExactMatchesReference) {
+  std::mt19937 rng(1357);
+  for (DType dtype : {DType::kF32, DType::kBF16})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{65, 257}, {130, 2100}, {31, 7}})
+      for (int64_t m : {17, 40}) check({m, n, k, dtype}, dtype == DType::kBF16 ? 5e-5 : 1e-5, rng);
 }
 
 // Rounded activations: exact up to 16 rows (the small-M kernels), rounded beyond (oneDNN's one

@@ -45,7 +45,8 @@ class LinearSource {
 // them to bf16 first, as GPU engines do, so it is one bf16 GEMM (FP8 too, on CPUs with the bf16
 // dot product); the products stay exact in f32 and the sums f32.
 // Up to 16 rows (decode) they stay exact: those products are memory-bound, and rounding them
-// measured no faster (docs/performance.md).
+// measured no faster (docs/performance.md). The count is the product's, so in a served step the
+// decode rows that share it with a prefill chunk are rounded too.
 enum class ActivationPrecision { kExact, kBf16 };
 
 class LinearWeight {
