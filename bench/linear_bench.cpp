@@ -17,14 +17,19 @@ namespace {
 using handoff::tensor::DType;
 using handoff::tensor::Tensor;
 
+// Argument 5: 1 = activations rounded to bf16 (the prefill default of --activations bf16), 0 exact.
+handoff::ops::ActivationPrecision activations_arg(const benchmark::State& state) {
+  return state.range(5) == 1 ? handoff::ops::ActivationPrecision::kBf16
+                             : handoff::ops::ActivationPrecision::kExact;
+}
+
 void BM_Linear(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const DType dtype = state.range(3) == 2   ? DType::kF8E4M3
                       : state.range(3) == 1 ? DType::kBF16
                                             : DType::kF32;
   handoff::tensor::set_num_threads(static_cast<int>(state.range(4)));
-  const auto act = state.range(5) == 1 ? handoff::ops::ActivationPrecision::kBf16
-                                       : handoff::ops::ActivationPrecision::kExact;
+  const auto act = activations_arg(state);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   Tensor w = Tensor::empty({n, k}, DType::kF32);
@@ -72,8 +77,7 @@ void BM_ExpertsFromDram(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const bool fp8 = state.range(3) == 2;
   handoff::tensor::set_num_threads(static_cast<int>(state.range(4)));
-  const auto act = state.range(5) == 1 ? handoff::ops::ActivationPrecision::kBf16
-                                       : handoff::ops::ActivationPrecision::kExact;
+  const auto act = activations_arg(state);
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   const int64_t count = (int64_t{512} << 20) / (n * k * (fp8 ? 1 : 2));

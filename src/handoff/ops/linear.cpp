@@ -239,12 +239,17 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
   // FP8: the columns start k_lead zeros in (the quantisation grid's origin).
   thread_local std::vector<float> xpad;
   const bool round = round_x && m > kSmallMMax;
+  const bool fp8 = pw.dtype == DType::kF8E4M3;
+  // Prefill-sized bf16 products (and FP8 ones on rounded x) on a CPU with the bf16 dot product:
+  // the vdpbf16ps tiles, on x as bf16 pairs (exact x: hi pairs and lo = x - hi pairs), which
+  // round x themselves.
+  const bool tiles = m > kSmallMMax && kernel_isa() >= Isa::kAvx512Bf16 && (!fp8 || round);
   const int64_t kp = pw.k_pad, lead = pw.k_lead;
   xpad.resize(static_cast<size_t>(m * kp));
   for (int64_t i = 0; i < m; ++i) {
     float* row = xpad.data() + i * kp;
     std::fill(row, row + lead, 0.0f);
-    if (round) {
+    if (round && !tiles) {
       for (int64_t c = 0; c < k; ++c)
         row[lead + c] = tensor::bf16_to_f32(tensor::f32_to_bf16(x[i * ldx + c]));
     } else {
@@ -253,10 +258,7 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
     std::fill(row + lead + k, row + kp, 0.0f);
   }
   const detail::PackedWeight& w = pw;
-  const bool fp8 = pw.dtype == DType::kF8E4M3;
-  // Prefill-sized bf16 products (and FP8 ones on rounded x) on a CPU with the bf16 dot product:
-  // the vdpbf16ps tiles, on x as bf16 pairs (exact x: hi pairs and lo = x - hi pairs).
-  if (m > kSmallMMax && kernel_isa() >= Isa::kAvx512Bf16 && (!fp8 || round)) {
+  if (tiles) {
     thread_local std::vector<uint32_t> xhi, xlo;
     const bool split = !round;
     xhi.resize(static_cast<size_t>(m * kp / 2));

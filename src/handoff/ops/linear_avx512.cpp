@@ -113,8 +113,7 @@ template <bool kBF16>
 void run(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy, int64_t b0,
          int64_t b1) {
   for (int64_t b = b0; b < b1; ++b) {
-    const int64_t lanes = std::min<int64_t>(4, (w.n - b * kRowBlock + kLane - 1) / kLane);
-    switch (lanes) {
+    switch (live_lanes(w, b)) {
       case 1:
         tile_rows<kBF16, 1>(w, x, m, y, ldy, b);
         break;

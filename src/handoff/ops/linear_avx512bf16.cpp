@@ -98,11 +98,6 @@ void tile_any(int64_t mr, const PackedWeight& w, const uint32_t* x, const uint32
   }
 }
 
-// The lanes of block b that hold rows of the matrix (the last block may have fewer than 4).
-int64_t live_lanes(const PackedWeight& w, int64_t b) {
-  return std::min<int64_t>(4, (w.n - b * kRowBlock + kLane - 1) / kLane);
-}
-
 // ---- FP8 ----
 
 // The constants of the conversion: the bf16 bytes of every e4m3 magnitude (index = the byte

@@ -49,6 +49,12 @@ struct PackedWeight {
   int64_t k_lead = 0;             // zero columns before the matrix's first one
 };
 
+// The 16-row lanes of block b that hold rows of the matrix (the last block may have fewer than 4).
+inline int64_t live_lanes(const PackedWeight& w, int64_t b) {
+  const int64_t lanes = (w.n - b * kRowBlock + kLane - 1) / kLane;
+  return lanes < 4 ? lanes : 4;
+}
+
 // y[i, r] for i in [0, m), rows r of blocks [b0, b1). x is [m][k_pad] with zero padding
 // (ldx = k_pad; for FP8 the matrix's columns start at k_lead), so the kernels need no K tail
 // handling.
