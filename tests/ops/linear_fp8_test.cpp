@@ -80,7 +80,7 @@ class OpsLinearFp8 : public testing::TestWithParam<Isa> {
     if (GetParam() > cpu_max_isa()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
     cap_kernel_isa(GetParam());
   }
-  void TearDown() override { cap_kernel_isa(Isa::kAvx512Bf16); }
+  void TearDown() override { cap_kernel_isa(Isa::kAvx512); }
 };
 
 // N and K not multiples of 64 / 128 (partial scale blocks), M = 1..7 and large.
@@ -98,8 +98,8 @@ TEST_P(OpsLinearFp8, MatchesReferenceOnOddShapes) {
   }
 }
 
-// The same with activations rounded to bf16 beyond 16 rows (on avx512bf16 the vdpbf16ps prefill
-// kernel; row counts that leave partial 4-row tiles, K past its 512-column chunks).
+// The same with activations rounded to bf16 beyond 16 rows (row counts that leave partial 4-row
+// tiles, K past the prefill path's 512-column chunks).
 TEST_P(OpsLinearFp8, RoundedActivationsEqualExactMathOnRoundedInputs) {
   std::mt19937 rng(17);
   for (int64_t k : {1, 7, 100, 129, 300, 1100})
@@ -155,8 +155,8 @@ TEST_P(OpsLinearFp8, RowsDoNotDependOnTheBatch) {
 }
 
 // Every finite e4m3 code (both signs, subnormals, 448) through the in-register conversion (and,
-// with rounded activations over 128 rows, the bf16 tables): an identity x picks out each weight
-// times its scale exactly.
+// at 128 rows, the prefill path's widening to bf16): an identity x picks out each weight times
+// its scale exactly.
 TEST_P(OpsLinearFp8, EveryCodeDecodesExactly) {
   for (ActivationPrecision a : {ActivationPrecision::kExact, ActivationPrecision::kBf16}) {
     Fp8Blocks w;
@@ -186,8 +186,7 @@ TEST_P(OpsLinearFp8, EveryCodeDecodesExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, OpsLinearFp8,
-                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512,
-                                         Isa::kAvx512Bf16),
+                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 // Fused parts whose boundary is not on a block (gate 37 rows + up 70 rows): each part keeps its
@@ -223,6 +222,28 @@ TEST(OpsLinearFp8Parts, StackedPartsEqualTheirReferences) {
                             DType::kF8E4M3),
                Error);
   EXPECT_THROW(LinearWeight(std::vector<LinearSource>{a, b.slice(1, 1, 200)}, DType::kF32), Error);
+}
+
+// The AVX-512 paths (in-register conversion up to 4 rows, widened bf16 blocks beyond) give the
+// AVX2 paths' sums bit for bit, so a row's result does not depend on the CPU's kernel level.
+TEST(OpsLinearFp8Levels, Avx512EqualsAvx2BitForBit) {
+  if (cpu_max_isa() < Isa::kAvx512) GTEST_SKIP() << "CPU lacks avx512";
+  std::mt19937 rng(18);
+  const Fp8Blocks w = random_fp8(130, 700, rng);
+  for (ActivationPrecision a : {ActivationPrecision::kExact, ActivationPrecision::kBf16}) {
+    const LinearWeight lw(LinearSource(w), DType::kF8E4M3, false, a);
+    for (int64_t m : {1, 3, 5, 6, 33}) {
+      std::vector<float> x(static_cast<size_t>(m * 700)), y2(static_cast<size_t>(m * 130)),
+          y5(y2.size());
+      std::normal_distribution<float> dist(0.0f, 1.0f);
+      for (float& v : x) v = dist(rng);
+      cap_kernel_isa(Isa::kAvx2);
+      lw.forward(x.data(), m, y2.data());
+      cap_kernel_isa(Isa::kAvx512);
+      lw.forward(x.data(), m, y5.data());
+      EXPECT_EQ(0, std::memcmp(y2.data(), y5.data(), y2.size() * sizeof(float))) << "m=" << m;
+    }
+  }
 }
 
 TEST(OpsLinearFp8Parts, HoldsOneBytePerWeightPlusRowScales) {

@@ -92,7 +92,7 @@ class OpsLinear : public testing::TestWithParam<Isa> {
     if (GetParam() > cpu_max_isa()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
     cap_kernel_isa(GetParam());
   }
-  void TearDown() override { cap_kernel_isa(Isa::kAvx512Bf16); }
+  void TearDown() override { cap_kernel_isa(Isa::kAvx512); }
 };
 
 TEST_P(OpsLinear, SmallMMatchesReference) {
@@ -117,8 +117,8 @@ TEST_P(OpsLinear, WideRowsSplitAcrossThreads) {
 }
 
 // Prefill-sized M with exact activations on each level's large-M path (oneDNN where it has a fast
-// matmul, the vdpbf16ps tiles on hi + lo halves on avx512bf16, the small-M kernels elsewhere); the
-// bf16 bound allows the split's ~2^-16 residual.
+// matmul: f32 weights, and bf16 ones on hi + lo halves at the portable level; the FMA kernels
+// elsewhere); the bf16 bound allows the split's ~2^-16 residual.
 TEST_P(OpsLinear, LargeMExactMatchesReference) {
   std::mt19937 rng(1357);
   for (DType dtype : {DType::kF32, DType::kBF16})
@@ -126,8 +126,8 @@ TEST_P(OpsLinear, LargeMExactMatchesReference) {
       for (int64_t m : {17, 40}) check({m, n, k, dtype}, dtype == DType::kBF16 ? 5e-5 : 1e-5, rng);
 }
 
-// Rounded activations: exact up to 16 rows (the small-M kernels), rounded beyond (oneDNN's one
-// bf16 GEMM); K past the kernels' K chunk.
+// Rounded activations: exact up to 16 rows, rounded beyond (on x before the FMA kernels, or
+// oneDNN's one bf16 GEMM at the portable level); K past the kernels' K chunk.
 TEST_P(OpsLinear, RoundedActivationsEqualExactMathOnRoundedInputs) {
   std::mt19937 rng(2468);
   for (int64_t k : {1, 7, 33, 100, 257, 2100})
@@ -157,8 +157,7 @@ TEST_P(OpsLinear, RoundedActivationsAreRounded) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, OpsLinear,
-                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512,
-                                         Isa::kAvx512Bf16),
+                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 TEST(OpsLinearLargeM, F32MatchesReference) {

@@ -11,16 +11,14 @@ namespace handoff::ops {
 
 namespace {
 
-std::atomic<int> g_cap{static_cast<int>(Isa::kAvx512Bf16)};
+std::atomic<int> g_cap{static_cast<int>(Isa::kAvx512)};
 
 Isa detect() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vbmi")
-               ? Isa::kAvx512Bf16
-               : Isa::kAvx512;
+    return Isa::kAvx512;
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
       __builtin_cpu_supports("f16c"))
     return Isa::kAvx2;
@@ -32,18 +30,16 @@ Isa detect() {
 // machine); unset means no cap.
 Isa env_cap() {
   const char* v = std::getenv("HANDOFF_ISA");
-  if (v == nullptr || *v == '\0') return Isa::kAvx512Bf16;
-  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16})
+  if (v == nullptr || *v == '\0') return Isa::kAvx512;
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512})
     if (std::string_view(v) == isa_name(isa)) return isa;
-  fail("HANDOFF_ISA='{}': expected portable, avx2, avx512 or avx512bf16", v);
+  fail("HANDOFF_ISA='{}': expected portable, avx2 or avx512", v);
 }
 
 }  // namespace
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kAvx512Bf16:
-      return "avx512bf16";
     case Isa::kAvx512:
       return "avx512";
     case Isa::kAvx2:
@@ -57,6 +53,18 @@ const char* isa_name(Isa isa) {
 Isa cpu_max_isa() {
   static const Isa isa = detect();
   return isa;
+}
+
+bool cpu_has_amx_bf16() {
+#if defined(__x86_64__)
+  static const bool amx = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("amx-bf16") != 0;
+  }();
+  return amx;
+#else
+  return false;
+#endif
 }
 
 void cap_kernel_isa(Isa isa) { g_cap.store(static_cast<int>(isa), std::memory_order_relaxed); }

@@ -240,16 +240,12 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
   thread_local std::vector<float> xpad;
   const bool round = round_x && m > kSmallMMax;
   const bool fp8 = pw.dtype == DType::kF8E4M3;
-  // Prefill-sized bf16 products (and FP8 ones on rounded x) on a CPU with the bf16 dot product:
-  // the vdpbf16ps tiles, on x as bf16 pairs (exact x: hi pairs and lo = x - hi pairs), which
-  // round x themselves.
-  const bool tiles = m > kSmallMMax && kernel_isa() >= Isa::kAvx512Bf16 && (!fp8 || round);
   const int64_t kp = pw.k_pad, lead = pw.k_lead;
   xpad.resize(static_cast<size_t>(m * kp));
   for (int64_t i = 0; i < m; ++i) {
     float* row = xpad.data() + i * kp;
     std::fill(row, row + lead, 0.0f);
-    if (round && !tiles) {
+    if (round) {
       for (int64_t c = 0; c < k; ++c)
         row[lead + c] = tensor::bf16_to_f32(tensor::f32_to_bf16(x[i * ldx + c]));
     } else {
@@ -258,36 +254,9 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
     std::fill(row + lead + k, row + kp, 0.0f);
   }
   const detail::PackedWeight& w = pw;
-  if (tiles) {
-    thread_local std::vector<uint32_t> xhi, xlo;
-    const bool split = !round;
-    xhi.resize(static_cast<size_t>(m * kp / 2));
-    xlo.resize(split ? xhi.size() : 0);
-    for (size_t p = 0; p < xhi.size(); ++p) {
-      const float even = xpad[2 * p], odd = xpad[2 * p + 1];
-      const uint16_t he = tensor::f32_to_bf16(even), ho = tensor::f32_to_bf16(odd);
-      xhi[p] = uint32_t{he} | uint32_t{ho} << 16;
-      if (!split) continue;
-      const uint16_t le = tensor::f32_to_bf16(even - tensor::bf16_to_f32(he));
-      const uint16_t lo = tensor::f32_to_bf16(odd - tensor::bf16_to_f32(ho));
-      xlo[p] = uint32_t{le} | uint32_t{lo} << 16;
-    }
-    const uint32_t* xh = xhi.data();
-    const uint32_t* xl = split ? xlo.data() : nullptr;
-    tensor::parallel_for(pw.n_blocks, 1, [&](int64_t b0, int64_t b1) {
-      if (fp8) {
-        detail::avx512bf16::linear_fp8(w, xh, m, y, ldy, b0, b1);
-      } else {
-        detail::avx512bf16::linear_bf16(w, xh, xl, m, y, ldy, b0, b1);
-      }
-    });
-    return;
-  }
   detail::SmallMKernel kernel = detail::linear_small_m_portable;
   if (fp8) {
-    // AVX-512 covers decode's few rows; prefill-sized m takes the AVX2 path's widening.
-    kernel = kernel_isa() >= Isa::kAvx512 && m <= detail::kFp8DirectRowsMax
-                 ? detail::avx512::linear_small_m_fp8
+    kernel = kernel_isa() >= Isa::kAvx512 ? detail::avx512::linear_small_m_fp8
              : kernel_isa() >= Isa::kAvx2 ? detail::avx2::linear_small_m_fp8
                                           : detail::linear_small_m_fp8_portable;
   } else if (kernel_isa() >= Isa::kAvx512) {
@@ -509,11 +478,12 @@ size_t LinearWeight::weight_bytes() const {
 
 // Row-independent mode never reaches oneDNN, so every M is then safe inside a parallel region;
 // neither do weights whose layout oneDNN has no real matmul for on this CPU, nor bf16 weights
-// where the CPU has the bf16 dot product (the own vdpbf16ps tiles run them: one worker pool, no
-// OpenMP team spinning beside a busy neighbour).
+// on AVX2 / AVX-512 CPUs without AMX: there the own FMA kernels, on exact f32 activations, ran
+// prefill shapes at ~3x oneDNN's bf16 matmul on hi + lo halves (and 1.7x it on rounded ones;
+// docs/performance.md), on one worker pool with no OpenMP team spinning beside a busy neighbour.
 bool LinearWeight::small_m(int64_t m) const {
   return m <= kSmallMMax || row_independent_ || dtype_ == DType::kF8E4M3 ||
-         (dtype_ == DType::kBF16 && kernel_isa() >= Isa::kAvx512Bf16) ||
+         (dtype_ == DType::kBF16 && kernel_isa() >= Isa::kAvx2 && !cpu_has_amx_bf16()) ||
          !onednn_fast_matmul(dtype_);
 }
 

@@ -111,6 +111,23 @@ void halves(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_
   }
 }
 
+// Rows [i0, m) of x against block b, straight from the FP8 bytes, two rows at a time.
+void direct_rows(const PackedWeight& w, const float* x, int64_t ldx, int64_t i0, int64_t m,
+                 float* y, int64_t ldy, int64_t b) {
+  const int64_t nkb = w.k_pad / w.k_block;
+  for (int64_t kb = 0; kb < nkb; ++kb)
+    for (int64_t i = i0; i < m; i += 2) {
+      const float* xi = x + i * ldx;
+      float* yi = y + i * ldy;
+      if (m - i == 1)
+        halves<2, 1>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
+      else
+        halves<1, 2>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
+    }
+}
+
+}  // namespace
+
 // Columns [c0, c1) (even) of block b, unscaled, in the bf16 layout [K/2][64][2] of the bf16
 // kernels: e4m3 values are exact in bf16 (the 2^-120 of widen32 undone by an exact multiply).
 void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1,
@@ -135,23 +152,6 @@ void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t
     }
   }
 }
-
-// Rows [i0, m) of x against block b, straight from the FP8 bytes, two rows at a time.
-void direct_rows(const PackedWeight& w, const float* x, int64_t ldx, int64_t i0, int64_t m,
-                 float* y, int64_t ldy, int64_t b) {
-  const int64_t nkb = w.k_pad / w.k_block;
-  for (int64_t kb = 0; kb < nkb; ++kb)
-    for (int64_t i = i0; i < m; i += 2) {
-      const float* xi = x + i * ldx;
-      float* yi = y + i * ldy;
-      if (m - i == 1)
-        halves<2, 1>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
-      else
-        halves<1, 2>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
-    }
-}
-
-}  // namespace
 
 void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                         int64_t b0, int64_t b1) {

@@ -68,26 +68,17 @@ void linear_small_m_portable(const PackedWeight& w, const float* x, int64_t m, f
 void linear_small_m_fp8_portable(const PackedWeight& w, const float* x, int64_t m, float* y,
                                  int64_t ldy, int64_t b0, int64_t b1);
 
-// Prefill-sized m on CPUs with vdpbf16ps: x is [m][k_pad / 2] bf16 pairs (column 2p in the low
-// half of word p, 2p + 1 in the high half); otherwise the SmallMKernel contract. bf16 weights:
-// `xlo` null for activations rounded to bf16, else the residuals x - hi as the same pairs (exact
-// activations to ~2^-16). FP8: rounded activations (ActivationPrecision::kBf16) only.
-namespace avx512bf16 {
-void linear_bf16(const PackedWeight& w, const uint32_t* x, const uint32_t* xlo, int64_t m, float* y,
-                 int64_t ldy, int64_t b0, int64_t b1);
-void linear_fp8(const PackedWeight& w, const uint32_t* x, int64_t m, float* y, int64_t ldy,
-                int64_t b0, int64_t b1);
-}  // namespace avx512bf16
+// Rows of x up to which the AVX-512 FP8 kernel converts the weights in registers for every row
+// tile; beyond, it widens each block once per chunk for all rows.
+inline constexpr int64_t kFp8DirectRowsMax = 4;
 namespace avx512 {
+// Any m (prefill too): rows of x beyond the first four re-read each block from L2.
 void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                     int64_t b0, int64_t b1);
-// FP8, for the few rows of decode (m <= kFp8DirectRowsMax); the same sums as the AVX2 kernels.
+// FP8, any m; the same sums as the AVX2 kernels, bit for bit.
 void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                         int64_t b0, int64_t b1);
 }  // namespace avx512
-// Rows of x up to which FP8 weights are converted in registers for every row tile; from
-// kTallRowsBf16 rows on, the AVX2 path widens each block once for all rows.
-inline constexpr int64_t kFp8DirectRowsMax = 4;
 namespace avx2 {
 void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                     int64_t b0, int64_t b1);
@@ -102,6 +93,9 @@ inline constexpr int64_t kTallRowsBf16 = 5;
 int64_t linear_tall_bf16_scaled(const PackedWeight& w, const float* x, int64_t ldx, int64_t m,
                                 float* y, int64_t ldy, int64_t k_block, const float* scales,
                                 bool accumulate);
+// Columns [c0, c1) (even) of FP8 block b of w, unscaled, in the bf16 layout [K/2][64][2] at `out`
+// (e4m3 values are exact in bf16).
+void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, uint16_t* out);
 }  // namespace avx2
 
 }  // namespace handoff::ops::detail

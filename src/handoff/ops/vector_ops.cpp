@@ -91,7 +91,6 @@ const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul,
 
 const VectorKernels& kernels() {
   switch (kernel_isa()) {
-    case Isa::kAvx512Bf16:
     case Isa::kAvx512:
       return avx512::kVectorKernels;
     case Isa::kAvx2:
