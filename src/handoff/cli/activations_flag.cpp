@@ -7,8 +7,9 @@ namespace handoff::cli {
 void add_activations_flag(CLI::App& cmd, std::string& value) {
   cmd.add_option("--activations", value,
                  "Inputs of the bf16 / FP8 matrix products over more than 16 rows (prefill): "
-                 "exact (f32; default) or bf16 (rounded, as GPU engines run: faster prefill, and "
-                 "choices on near-ties may differ); decode stays exact; --dtype bf16 only")
+                 "exact (f32; default) or bf16 (rounded, as GPU engines run: choices on near-ties "
+                 "may differ; faster only where oneDNN runs prefill, i.e. on AMX CPUs); decode "
+                 "stays exact; --dtype bf16 only")
       ->check(CLI::IsMember({"bf16", "exact"}));
 }
 

@@ -40,12 +40,12 @@ class LinearSource {
 };
 
 // How f32 activations enter a product with a bf16 or FP8 weight (f32 weights take them as
-// they are). kExact: as f32 (a bf16 GEMM takes them as hi + lo bf16 halves: twice its work).
-// kBf16: a product over more than 16 rows of x (prefill, where the GEMM is compute-bound) rounds
-// them to bf16 first, as GPU engines do, so it is one bf16 GEMM (FP8 too, on CPUs with the bf16
-// dot product); the products stay exact in f32 and the sums f32.
-// Up to 16 rows (decode) they stay exact: those products are memory-bound, and rounding them
-// measured no faster (docs/performance.md). The count is the product's, so in a served step the
+// they are). kExact: as f32. kBf16: a product over more than 16 rows of x (prefill) rounds them
+// to bf16 first, as GPU engines do; the products stay exact in f32 and the sums f32. On AVX2 /
+// AVX-512 CPUs without AMX the FMA kernels run both modes at the same speed, so rounding only
+// changes the numbers; where oneDNN's bf16 matmul runs prefill (AMX, the portable level) exact
+// x is taken as hi + lo bf16 halves, twice the GEMM's work, and rounded x as one bf16 GEMM.
+// Up to 16 rows (decode) they stay exact. The count is the product's, so in a served step the
 // decode rows that share it with a prefill chunk are rounded too.
 enum class ActivationPrecision { kExact, kBf16 };
 
