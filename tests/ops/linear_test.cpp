@@ -168,8 +168,9 @@ TEST(OpsLinearLargeM, F32MatchesReference) {
 }
 
 TEST(OpsLinearLargeM, BF16KeepsActivationsF32Exact) {
-  // The large-M bf16 path splits activations into two bf16 halves (residual ~2^-16), so it
-  // matches the f32-activation reference far below bf16 rounding (2^-9 = 2e-3).
+  // The large-M bf16 path keeps activations f32 (the FMA kernels) or, where oneDNN runs it,
+  // splits them into two bf16 halves (residual ~2^-16), so it matches the f32-activation
+  // reference far below bf16 rounding (2^-9 = 2e-3).
   std::mt19937 rng(8);
   for (int64_t k : {1, 17, 100, 257})
     for (int64_t n : {1, 31, 65}) check({40, n, k, DType::kBF16}, 5e-5, rng);
