@@ -26,7 +26,7 @@ class OpsGemm : public testing::TestWithParam<Isa> {
     if (GetParam() > cpu_max_isa()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
     cap_kernel_isa(GetParam());
   }
-  void TearDown() override { cap_kernel_isa(Isa::kAvx512); }
+  void TearDown() override { cap_kernel_isa(Isa::kAmx); }
   std::vector<float> random(size_t n) {
     std::normal_distribution<float> dist(0.0f, 1.0f);
     std::vector<float> v(n);

@@ -92,7 +92,7 @@ class OpsLinear : public testing::TestWithParam<Isa> {
     if (GetParam() > cpu_max_isa()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
     cap_kernel_isa(GetParam());
   }
-  void TearDown() override { cap_kernel_isa(Isa::kAvx512); }
+  void TearDown() override { cap_kernel_isa(Isa::kAmx); }
 };
 
 TEST_P(OpsLinear, SmallMMatchesReference) {
@@ -157,7 +157,7 @@ TEST_P(OpsLinear, RoundedActivationsAreRounded) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, OpsLinear,
-                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512),
+                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512, Isa::kAmx),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 TEST(OpsLinearLargeM, F32MatchesReference) {

@@ -42,7 +42,7 @@ class OpsVector : public testing::TestWithParam<Isa> {
     if (GetParam() > cpu_max_isa()) GTEST_SKIP() << "CPU lacks " << isa_name(GetParam());
     cap_kernel_isa(GetParam());
   }
-  void TearDown() override { cap_kernel_isa(Isa::kAvx512); }
+  void TearDown() override { cap_kernel_isa(Isa::kAmx); }
   std::mt19937 rng_{42};
 };
 

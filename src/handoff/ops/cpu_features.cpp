@@ -1,5 +1,8 @@
 #include "handoff/ops/cpu_features.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -11,14 +14,30 @@ namespace handoff::ops {
 
 namespace {
 
-std::atomic<int> g_cap{static_cast<int>(Isa::kAvx512)};
+std::atomic<int> g_cap{static_cast<int>(Isa::kAmx)};
+
+// Linux hands out the 8 KiB of AMX tile state only to a process that asks for it; without it
+// the first tile instruction faults.
+bool os_grants_amx_tiles() {
+#if defined(__x86_64__)
+  constexpr long kReqXcompPerm = 0x1023;  // ARCH_REQ_XCOMP_PERM
+  constexpr long kXtileData = 18;         // XFEATURE_XTILEDATA
+  return ::syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+#else
+  return false;
+#endif
+}
 
 Isa detect() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+    if (__builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
+        os_grants_amx_tiles())
+      return Isa::kAmx;
     return Isa::kAvx512;
+  }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
       __builtin_cpu_supports("f16c"))
     return Isa::kAvx2;
@@ -30,16 +49,18 @@ Isa detect() {
 // machine); unset means no cap.
 Isa env_cap() {
   const char* v = std::getenv("HANDOFF_ISA");
-  if (v == nullptr || *v == '\0') return Isa::kAvx512;
-  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512})
+  if (v == nullptr || *v == '\0') return Isa::kAmx;
+  for (Isa isa : {Isa::kPortable, Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
     if (std::string_view(v) == isa_name(isa)) return isa;
-  fail("HANDOFF_ISA='{}': expected portable, avx2 or avx512", v);
+  fail("HANDOFF_ISA='{}': expected portable, avx2, avx512 or amx", v);
 }
 
 }  // namespace
 
 const char* isa_name(Isa isa) {
   switch (isa) {
+    case Isa::kAmx:
+      return "amx";
     case Isa::kAvx512:
       return "avx512";
     case Isa::kAvx2:
@@ -53,18 +74,6 @@ const char* isa_name(Isa isa) {
 Isa cpu_max_isa() {
   static const Isa isa = detect();
   return isa;
-}
-
-bool cpu_has_amx_bf16() {
-#if defined(__x86_64__)
-  static const bool amx = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("amx-bf16") != 0;
-  }();
-  return amx;
-#else
-  return false;
-#endif
 }
 
 void cap_kernel_isa(Isa isa) { g_cap.store(static_cast<int>(isa), std::memory_order_relaxed); }

@@ -1,24 +1,23 @@
 #pragma once
-// Run-time CPU feature checks, so one binary picks the widest kernels the CPU has: AVX-512,
-// AVX2 + FMA, or the portable ones compiled for the baseline ISA.
+// Run-time CPU feature checks, so one binary picks the widest kernels the CPU has: AMX tiles,
+// AVX-512, AVX2 + FMA, or the portable ones compiled for the baseline ISA.
 namespace handoff::ops {
 
 // Ordered: each level's kernels need the CPU features of every level below it.
-enum class Isa { kPortable = 0, kAvx2 = 1, kAvx512 = 2 };
+enum class Isa { kPortable = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
 
 const char* isa_name(Isa isa);
-// The widest level this CPU supports: avx512 = avx512f + bw + vl + dq (the *_avx512.cpp
-// kernels), avx2 = avx2 + fma + f16c (the *_avx2.cpp kernels). Cached.
+// The widest level this CPU supports: amx = avx512 + AMX-BF16 tiles that the kernel lets this
+// process use (arch_prctl; the *_amx.cpp kernels, and oneDNN's bf16 matmul for prefill),
+// avx512 = avx512f + bw + vl + dq (the *_avx512.cpp kernels), avx2 = avx2 + fma + f16c (the
+// *_avx2.cpp kernels). Cached.
 Isa cpu_max_isa();
 // The level the kernels run at: cpu_max_isa(), capped by the HANDOFF_ISA environment variable
-// (portable|avx2|avx512; an unknown value is an error at first use) and by
+// (portable|avx2|avx512|amx; an unknown value is an error at first use) and by
 // cap_kernel_isa().
 Isa kernel_isa();
-// Caps kernel_isa() at `isa` (kAvx512 = no cap); for tests and benchmarks comparing the paths
+// Caps kernel_isa() at `isa` (kAmx = no cap); for tests and benchmarks comparing the paths
 // in one process.
 void cap_kernel_isa(Isa isa);
-// Whether the CPU has AMX tiles for bf16: oneDNN's matmul then runs bf16 prefill instead of the
-// FMA kernels (not measured here: the machines this was tuned on had no AMX).
-bool cpu_has_amx_bf16();
 
 }  // namespace handoff::ops

@@ -91,6 +91,7 @@ const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul,
 
 const VectorKernels& kernels() {
   switch (kernel_isa()) {
+    case Isa::kAmx:
     case Isa::kAvx512:
       return avx512::kVectorKernels;
     case Isa::kAvx2:
