@@ -56,6 +56,20 @@ CHECK_PROMPT=${CHECK_PROMPT:-"17,4242,99,1234,5,31000,777,2048,12,9999,300,65,18
 CHECK_STEPS=${CHECK_STEPS:-8}
 OUT=${OUT:-$PEER/results/$(date +%Y%m%d-%H%M%S)}
 LLAMA=$PEER/llama.cpp
+# llama.cpp's native build on an AMX CPU puts Q8_0 weights in its AMX buffer type, and then aborts
+# on deepseek32 (ggml-backend.cpp: GGML_ASSERT(*cur_backend_id != -1), also with
+# `-ot .*=CPU`), so there it is built for the CPU's AVX-512 features without AMX, in its own
+# folder (measured 2026-12-02; llama.cpp de3ff81).
+LLAMA_FLAGS=(-DGGML_NATIVE=ON)
+LLAMA_BUILD=$LLAMA/build
+if grep -qw amx_int8 /proc/cpuinfo; then
+  LLAMA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+    -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+  for f in vbmi vnni bf16; do
+    grep -qw "avx512_$f\|avx512$f" /proc/cpuinfo && LLAMA_FLAGS+=("-DGGML_AVX512_${f^^}=ON")
+  done
+  LLAMA_BUILD=$LLAMA/build-noamx
+fi
 NICE=${NICE:-nice -n 19}
 
 mkdir -p "$OUT" "$PEER/models"
@@ -73,22 +87,22 @@ build_llama() {
       tar xzf node-llama-cpp-*.tgz)
     git clone -q "$PEER/npm/package/llama/gitRelease.bundle" "$LLAMA"
   fi
-  local need=$LLAMA/build/bin/libllama.so
-  [[ $MODE == check ]] || need="$need $LLAMA/build/bin/llama-bench $LLAMA/build/bin/llama-quantize"
+  local need=$LLAMA_BUILD/bin/libllama.so
+  [[ $MODE == check ]] || need="$need $LLAMA_BUILD/bin/llama-bench $LLAMA_BUILD/bin/llama-quantize"
   local missing=0 f
   for f in $need; do [[ -e $f ]] || missing=1; done
   if ((missing)); then
-    log "building llama.cpp $(git -C "$LLAMA" log -1 --format=%h) into $LLAMA/build (long, once)"
-    $NICE cmake -S "$LLAMA" -B "$LLAMA/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    log "building llama.cpp $(git -C "$LLAMA" log -1 --format=%h) into $LLAMA_BUILD (long, once)"
+    $NICE cmake -S "$LLAMA" -B "$LLAMA_BUILD" -DCMAKE_BUILD_TYPE=Release "${LLAMA_FLAGS[@]}" \
       -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
       -DLLAMA_BUILD_SERVER=OFF > "$OUT/llama-cmake.log"
-    $NICE cmake --build "$LLAMA/build" -j "$(nproc)" --target llama-bench llama-quantize llama \
+    $NICE cmake --build "$LLAMA_BUILD" -j "$(nproc)" --target llama-bench llama-quantize llama \
       > "$OUT/llama-build.log"
   fi
-  local drv=$PEER/llama_logits src=$ROOT/bench/peer/llama_logits.cpp
+  local drv=$PEER/llama_logits-${LLAMA_BUILD##*/} src=$ROOT/bench/peer/llama_logits.cpp
   if [[ ! -x $drv || $src -nt $drv ]]; then
     $NICE g++ -O2 -std=c++17 "$src" -I"$LLAMA/include" -I"$LLAMA/ggml/include" \
-      -L"$LLAMA/build/bin" -lllama -Wl,-rpath,"$LLAMA/build/bin" -o "$drv"
+      -L"$LLAMA_BUILD/bin" -lllama -Wl,-rpath,"$LLAMA_BUILD/bin" -o "$drv"
   fi
 }
 
@@ -130,7 +144,7 @@ run_speed() {
   fi
   if [[ " $WEIGHTS " == *" q8_0 "* && ! ${GGUF[q8_0]} -nt ${GGUF[f32]} ]]; then
     log "llama-quantize -> ${GGUF[q8_0]}"
-    "$LLAMA/build/bin/llama-quantize" "${GGUF[f32]}" "${GGUF[q8_0]}" Q8_0 > "$OUT/quantize.log" 2>&1
+    "$LLAMA_BUILD/bin/llama-quantize" "${GGUF[f32]}" "${GGUF[q8_0]}" Q8_0 > "$OUT/quantize.log" 2>&1
   fi
   printf 'round\tengine\tweights\tprefill_tps\tdecode_tps\tload1\n' > "$OUT/runs.tsv"
   printf 'round\tthreads\tGBps\n' > "$OUT/bandwidth.tsv"
@@ -152,7 +166,7 @@ EOF
         l1=$(cut -d' ' -f1 /proc/loadavg)
         if [[ $e == llama ]]; then
           f=$OUT/llama_${w}_r$r.json
-          "$LLAMA/build/bin/llama-bench" -m "${GGUF[$w]}" -t "$THREADS" -p "$PROMPT_LEN" \
+          "$LLAMA_BUILD/bin/llama-bench" -m "${GGUF[$w]}" -t "$THREADS" -p "$PROMPT_LEN" \
             -n "$DECODE" -r 1 -o json > "$f" 2> "$f.err"
           read -r p d <<< "$(python3 - "$f" "$PROMPT_LEN" "$DECODE" << 'EOF'
 import json, sys
@@ -344,7 +358,7 @@ EOF
       --dump "$OUT/handoff_$k.json" > "$OUT/handoff_$k.txt" 2>&1
     local feed
     feed=$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["prompts"][0]["greedy_tokens"])))' "$OUT/handoff_$k.json")
-    "$PEER/llama_logits" logits "$g" --prompt "$CHECK_PROMPT" --steps "$CHECK_STEPS" \
+    "$PEER/llama_logits-${LLAMA_BUILD##*/}" logits "$g" --prompt "$CHECK_PROMPT" --steps "$CHECK_STEPS" \
       --feed "$feed" --threads "$THREADS" > "$OUT/llama_$k.json" 2> "$OUT/llama_$k.err"
     local label=${FAM[${k%s}]}
     [[ $k != v32s ]] || label="deepseek_v32, index_topk 8"
@@ -361,7 +375,7 @@ EOF
     ours=$(python3 -c 'import json,sys; print(json.dumps({"text": sys.argv[1]}))' "$text" |
       "$HANDOFF" tokenize --model "$DEMO_MODEL" 2> /dev/null |
       python3 -c 'import json,sys; print(json.load(sys.stdin)["ids"])' || true)
-    theirs=$("$PEER/llama_logits" tokenize "$g" "$text" 2> "$OUT/llama_tok.err" || true)
+    theirs=$("$PEER/llama_logits-${LLAMA_BUILD##*/}" tokenize "$g" "$text" 2> "$OUT/llama_tok.err" || true)
     if [[ -n $ours && "$(tr -d ' []\n' <<< "$ours")" == "$(tr -d ' []\n' <<< "$theirs")" ]]; then
       echo "  tokenizer ($DEMO_MODEL exported): llama.cpp and Handoff give the same ids: PASS" | tee -a "$OUT/check.txt"
     else
@@ -381,7 +395,7 @@ fi
   echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 } | tee "$OUT/header.txt"
 build_llama
-echo "llama.cpp: $(git -C "$LLAMA" log -1 --format=%h) (node-llama-cpp@$NODE_LLAMA_CPP)" | tee -a "$OUT/header.txt"
+echo "llama.cpp: $(git -C "$LLAMA" log -1 --format=%h) (node-llama-cpp@$NODE_LLAMA_CPP), ${LLAMA_BUILD##*/}: ${LLAMA_FLAGS[*]}" | tee -a "$OUT/header.txt"
 status=0
 if [[ $MODE == check || $MODE == all ]]; then run_check || status=1; fi
 if [[ $MODE == speed || $MODE == all ]]; then run_speed; fi

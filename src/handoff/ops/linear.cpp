@@ -254,15 +254,20 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
     std::fill(row + lead + k, row + kp, 0.0f);
   }
   const detail::PackedWeight& w = pw;
-  if (fp8 && m > detail::kFp8DirectRowsMax && kernel_isa() >= Isa::kAmx && pw.k_block % 32 == 0) {
-    // Prefill on AMX tiles: x goes to bf16 once (hi + lo halves unless rounded) for all blocks.
+  // Beyond 4 rows on AMX: the tiles, x converted to bf16 once (hi + lo halves unless rounded).
+  if (m > detail::kFp8DirectRowsMax && kernel_isa() >= Isa::kAmx &&
+      (pw.dtype == DType::kBF16 || (fp8 && pw.k_block % 32 == 0))) {
     const int parts = round ? 1 : 2;
     thread_local std::vector<uint16_t> xb;
     xb.resize(static_cast<size_t>(parts * detail::amx::padded_rows(m) * kp));
     detail::amx::split_bf16(xpad.data(), m, kp, parts, xb.data());
     const uint16_t* xbp = xb.data();
     tensor::parallel_for(pw.n_blocks, 1, [&](int64_t b0, int64_t b1) {
-      detail::amx::linear_fp8(w, xbp, parts, m, y, ldy, b0, b1);
+      if (fp8) {
+        detail::amx::linear_fp8(w, xbp, parts, m, y, ldy, b0, b1);
+      } else {
+        detail::amx::linear_bf16(w, xbp, parts, m, y, ldy, b0, b1);
+      }
     });
     return;
   }
@@ -493,11 +498,11 @@ size_t LinearWeight::weight_bytes() const {
 // on AVX2 / AVX-512 CPUs without AMX: there the own FMA kernels, on exact f32 activations, ran
 // prefill shapes at ~3x oneDNN's bf16 matmul on hi + lo halves (and 1.7x it on rounded ones;
 // docs/performance.md), on one worker pool with no OpenMP team spinning beside a busy neighbour.
-// With AMX, oneDNN's bf16 matmul (on AMX tiles) ran them at ~3x the FMA kernels.
+// With AMX, bf16 runs on the own AMX tiles (linear_amx.cpp), which ran the model's prefill
+// faster than oneDNN's AMX matmul on hi + lo halves (docs/performance.md).
 bool LinearWeight::small_m(int64_t m) const {
   return m <= kSmallMMax || row_independent_ || dtype_ == DType::kF8E4M3 ||
-         (dtype_ == DType::kBF16 && kernel_isa() >= Isa::kAvx2 && kernel_isa() < Isa::kAmx) ||
-         !onednn_fast_matmul(dtype_);
+         (dtype_ == DType::kBF16 && kernel_isa() >= Isa::kAvx2) || !onednn_fast_matmul(dtype_);
 }
 
 void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {

@@ -42,6 +42,21 @@ void configure_tiles() {
   _tile_loadconfig(&cfg);
 }
 
+// The four C tiles' rows of x (below m) and columns of the block (below `valid`) into y.
+void store_rows(const float (&c)[4][kTileRows][kLane], int64_t jp, int64_t valid, int64_t g0,
+                int64_t m, float* y, int64_t ldy) {
+  for (int t = 0; t < 4; ++t) {
+    const int64_t col = (2 * jp + (t & 1)) * kLane;
+    const int64_t live = std::min<int64_t>(kLane, valid - col);
+    if (live <= 0) continue;
+    const __mmask16 mask = live >= 16 ? __mmask16(0xffff) : __mmask16((1u << live) - 1);
+    const int64_t row0 = (g0 + t / 2) * kTileRows;
+    const int64_t rows = std::min<int64_t>(kTileRows, m - row0);
+    for (int64_t r = 0; r < rows; ++r)
+      _mm512_mask_storeu_ps(y + (row0 + r) * ldy + col, mask, _mm512_load_ps(c[t][r]));
+  }
+}
+
 // Rows [g0·16, g0·16 + 32) of x against lanes 2jp, 2jp + 1 of one widened block (`block`, valid
 // rows of 64; `scales` its first k block's), over all of K; y points at the block's column 0.
 template <int kParts>
@@ -85,16 +100,38 @@ void pass(const uint16_t* block, const uint16_t* xb, int64_t part_stride, int64_
       }
     }
   }
-  for (int t = 0; t < 4; ++t) {
-    const int64_t col = (2 * jp + (t & 1)) * kLane;
-    const int64_t live = std::min<int64_t>(kLane, valid - col);
-    if (live <= 0) continue;
-    const __mmask16 mask = live >= 16 ? __mmask16(0xffff) : __mmask16((1u << live) - 1);
-    const int64_t row0 = (g0 + t / 2) * kTileRows;
-    const int64_t rows = std::min<int64_t>(kTileRows, m - row0);
-    for (int64_t r = 0; r < rows; ++r)
-      _mm512_mask_storeu_ps(y + (row0 + r) * ldy + col, mask, _mm512_load_ps(acc[t][r]));
+  store_rows(acc, jp, valid, g0, m, y, ldy);
+}
+
+// bf16 weights: rows [g0·16, g0·16 + 32) of x against lanes 2jp, 2jp + 1 of packed block
+// `block`; no scales, so the tiles sum all of K before y is written.
+template <int kParts>
+void pass_bf16(const uint16_t* block, const uint16_t* xb, int64_t part_stride, int64_t steps,
+               int64_t g0, int64_t jp, int64_t valid, int64_t m, float* y, int64_t ldy) {
+  alignas(64) float c[4][kTileRows][kLane];
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t ks = 0; ks < steps; ++ks) {
+    const uint16_t* b = block + ks * kTileK * kRowBlock + jp * 4 * kLane;
+    _tile_loadd(6, b, 4 * kRowBlock);
+    _tile_loadd(7, b + 2 * kLane, 4 * kRowBlock);
+    for (int p = 0; p < kParts; ++p) {
+      const uint16_t* a = xb + p * part_stride + (g0 * steps + ks) * kTileElems;
+      _tile_loadd(4, a, 64);
+      _tile_loadd(5, a + steps * kTileElems, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
   }
+  _tile_stored(0, c[0], kLane * sizeof(float));
+  _tile_stored(1, c[1], kLane * sizeof(float));
+  _tile_stored(2, c[2], kLane * sizeof(float));
+  _tile_stored(3, c[3], kLane * sizeof(float));
+  store_rows(c, jp, valid, g0, m, y, ldy);
 }
 
 }  // namespace
@@ -155,6 +192,40 @@ void linear_fp8(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m,
           } else {
             pass<1>(block, xb, part_stride, steps, g0, jp, w.k_block, nkb, scales, valid, m,
                     y + row0, ldy);
+          }
+        }
+      }
+  }
+  _tile_release();
+}
+
+}  // namespace handoff::ops::detail::amx
+
+namespace handoff::ops::detail::amx {
+
+void linear_bf16(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m, float* y,
+                 int64_t ldy, int64_t b0, int64_t b1) {
+  const int64_t kp = w.k_pad, steps = kp / kTileK;
+  const int64_t groups = padded_rows(m) / kTileRows, part_stride = groups * steps * kTileElems;
+  const int64_t block_elems = kp * kRowBlock;
+  // Panels as in linear_fp8, for the same reuse: a panel's blocks stay in L2 across the row
+  // groups, a row group's x across the panel's blocks.
+  const int64_t panel =
+      std::max<int64_t>(1, kPanelBytes / (block_elems * static_cast<int64_t>(sizeof(uint16_t))));
+  const auto* data = static_cast<const uint16_t*>(w.data);
+  configure_tiles();
+  for (int64_t p0 = b0; p0 < b1; p0 += panel) {
+    const int64_t p1 = std::min(b1, p0 + panel);
+    for (int64_t g0 = 0; g0 < groups; g0 += 2)
+      for (int64_t b = p0; b < p1; ++b) {
+        const int64_t row0 = b * kRowBlock, valid = std::min(kRowBlock, w.n - row0);
+        for (int64_t jp = 0; jp < 2 && 2 * jp * kLane < valid; ++jp) {
+          if (parts == 2) {
+            pass_bf16<2>(data + b * block_elems, xb, part_stride, steps, g0, jp, valid, m, y + row0,
+                         ldy);
+          } else {
+            pass_bf16<1>(data + b * block_elems, xb, part_stride, steps, g0, jp, valid, m, y + row0,
+                         ldy);
           }
         }
       }

@@ -107,6 +107,9 @@ void split_bf16(const float* x, int64_t m, int64_t k_pad, int parts, uint16_t* x
 // SmallMKernel. Sums each k block in f32 tiles, then y (+)= sum · scale.
 void linear_fp8(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m, float* y,
                 int64_t ldy, int64_t b0, int64_t b1);
+// bf16 weights (k_pad a multiple of 32), the same contract; the tiles sum all of K.
+void linear_bf16(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m, float* y,
+                 int64_t ldy, int64_t b0, int64_t b1);
 }  // namespace amx
 
 }  // namespace handoff::ops::detail
