@@ -25,7 +25,8 @@ TEST(ObservabilityCli, VersionNamesTheCommitAndTheKernels) {
       std::regex(R"(^handoff \d+\.\d+\.\d+ \(commit ([0-9a-f]{12}(-dirty)?|unknown)\)\n)")))
       << r.output;
   EXPECT_NE(r.output.find(std::string("handoff ") + handoff::version()), std::string::npos);
-  EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\ncpu features: (amx|avx512|avx2|portable) )")))
+  EXPECT_TRUE(
+      std::regex_search(r.output, std::regex(R"(\ncpu features: (amx|avx512|avx2|portable) )")))
       << r.output;
   EXPECT_TRUE(std::regex_search(r.output, std::regex(R"(\nkernels: (amx|avx512|avx2|portable) )")))
       << r.output;
