@@ -255,7 +255,7 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
   }
   const detail::PackedWeight& w = pw;
   // Beyond 4 rows on AMX: the tiles, x converted to bf16 once (hi + lo halves unless rounded).
-  if (m > detail::kFp8DirectRowsMax && kernel_isa() >= Isa::kAmx &&
+  if (m >= detail::amx::kMinRows && kernel_isa() >= Isa::kAmx &&
       (pw.dtype == DType::kBF16 || (fp8 && pw.k_block % 32 == 0))) {
     const int parts = round ? 1 : 2;
     thread_local std::vector<uint16_t> xb;
@@ -263,11 +263,7 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
     detail::amx::split_bf16(xpad.data(), m, kp, parts, xb.data());
     const uint16_t* xbp = xb.data();
     tensor::parallel_for(pw.n_blocks, 1, [&](int64_t b0, int64_t b1) {
-      if (fp8) {
-        detail::amx::linear_fp8(w, xbp, parts, m, y, ldy, b0, b1);
-      } else {
-        detail::amx::linear_bf16(w, xbp, parts, m, y, ldy, b0, b1);
-      }
+      detail::amx::linear(w, xbp, parts, m, y, ldy, b0, b1);
     });
     return;
   }

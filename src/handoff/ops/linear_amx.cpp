@@ -1,11 +1,11 @@
-// AMX kernels: FP8 prefill on the bf16 tile unit. A panel of 64-row blocks (up to ~1 MiB) is
-// widened to bf16 once per call (exact for e4m3: avx2::dequantize_block_bf16, whose
-// [K/2][64][2] layout is the pair-interleaved B operand TDPBF16PS reads); x is converted once per
-// call into tiles of 16 rows × 32 k, each 1 KiB contiguous (rows a power of two apart would
-// share a few L1 sets): exact mode as hi = bf16(x) and lo = bf16(x - hi), both multiplied into
-// the same f32 tile (residual up to 2^-16 |x|), rounded mode as hi only. Each k block is summed
-// in f32 tiles, then acc (+)= sum · scale per row in f32, as every FP8 path does; y is written
-// once per 32 rows × 16 columns. Measured in docs/performance.md.
+// AMX kernels: bf16 and FP8 prefill on the bf16 tile unit. bf16 weights are read as packed;
+// for FP8 a panel of 64-row blocks (up to ~1 MiB) is widened to bf16 once per call (exact for e4m3:
+// avx2::dequantize_block_bf16, whose [K/2][64][2] layout is the pair-interleaved B operand
+// TDPBF16PS reads); x is converted once per call into tiles of 16 rows × 32 k, each 1 KiB
+// contiguous (rows a power of two apart would share a few L1 sets): exact mode as hi = bf16(x) and
+// lo = bf16(x - hi), both multiplied into the same f32 tile (residual up to 2^-16 |x|), rounded
+// mode as hi only. FP8 sums each k block in f32 tiles, then acc (+)= sum · scale per row in f32, as
+// every FP8 path does; y is written once per 32 rows × 16 columns. Measured in docs/performance.md.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -57,63 +57,17 @@ void store_rows(const float (&c)[4][kTileRows][kLane], int64_t jp, int64_t valid
   }
 }
 
-// Rows [g0·16, g0·16 + 32) of x against lanes 2jp, 2jp + 1 of one widened block (`block`, valid
-// rows of 64; `scales` its first k block's), over all of K; y points at the block's column 0.
+// The four C tiles of rows [g0·16, g0·16 + 32) of x against lanes 2jp, 2jp + 1 of `block` (bf16,
+// [K/2][64][2]), summed over k steps [ks0, ks1), into c.
 template <int kParts>
-void pass(const uint16_t* block, const uint16_t* xb, int64_t part_stride, int64_t steps, int64_t g0,
-          int64_t jp, int64_t k_block, int64_t nkb, const float* scales, int64_t valid, int64_t m,
-          float* y, int64_t ldy) {
-  alignas(64) float c[4][kTileRows][kLane];
-  alignas(64) float acc[4][kTileRows][kLane];
-  const int64_t steps_per_kb = k_block / kTileK;
-  for (int64_t kb = 0; kb < nkb; ++kb) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int64_t ks = kb * steps_per_kb; ks < (kb + 1) * steps_per_kb; ++ks) {
-      // k pair p of lane j: element p·128 + 32·j (a pair row is 64 rows × 2 = 128 bf16).
-      const uint16_t* b = block + ks * kTileK * kRowBlock + jp * 4 * kLane;
-      _tile_loadd(6, b, 4 * kRowBlock);
-      _tile_loadd(7, b + 2 * kLane, 4 * kRowBlock);
-      for (int p = 0; p < kParts; ++p) {
-        const uint16_t* a = xb + p * part_stride + (g0 * steps + ks) * kTileElems;
-        _tile_loadd(4, a, 64);
-        _tile_loadd(5, a + steps * kTileElems, 64);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-      }
-    }
-    _tile_stored(0, c[0], kLane * sizeof(float));
-    _tile_stored(1, c[1], kLane * sizeof(float));
-    _tile_stored(2, c[2], kLane * sizeof(float));
-    _tile_stored(3, c[3], kLane * sizeof(float));
-    const float* s = scales + kb * kRowBlock + jp * 2 * kLane;
-    for (int t = 0; t < 4; ++t) {
-      const __m512 sc = _mm512_loadu_ps(s + (t & 1) * kLane);
-      for (int r = 0; r < kTileRows; ++r) {
-        const __m512 v = _mm512_load_ps(c[t][r]);
-        const __m512 prev = kb > 0 ? _mm512_load_ps(acc[t][r]) : _mm512_setzero_ps();
-        _mm512_store_ps(acc[t][r], _mm512_fmadd_ps(v, sc, prev));
-      }
-    }
-  }
-  store_rows(acc, jp, valid, g0, m, y, ldy);
-}
-
-// bf16 weights: rows [g0·16, g0·16 + 32) of x against lanes 2jp, 2jp + 1 of packed block
-// `block`; no scales, so the tiles sum all of K before y is written.
-template <int kParts>
-void pass_bf16(const uint16_t* block, const uint16_t* xb, int64_t part_stride, int64_t steps,
-               int64_t g0, int64_t jp, int64_t valid, int64_t m, float* y, int64_t ldy) {
-  alignas(64) float c[4][kTileRows][kLane];
+void sum_tiles(const uint16_t* block, const uint16_t* xb, int64_t part_stride, int64_t steps,
+               int64_t g0, int64_t jp, int64_t ks0, int64_t ks1, float (&c)[4][kTileRows][kLane]) {
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
-  for (int64_t ks = 0; ks < steps; ++ks) {
+  for (int64_t ks = ks0; ks < ks1; ++ks) {
+    // k pair p of lane j: element p·128 + 32·j (a pair row is 64 rows × 2 = 128 bf16).
     const uint16_t* b = block + ks * kTileK * kRowBlock + jp * 4 * kLane;
     _tile_loadd(6, b, 4 * kRowBlock);
     _tile_loadd(7, b + 2 * kLane, 4 * kRowBlock);
@@ -131,7 +85,38 @@ void pass_bf16(const uint16_t* block, const uint16_t* xb, int64_t part_stride, i
   _tile_stored(1, c[1], kLane * sizeof(float));
   _tile_stored(2, c[2], kLane * sizeof(float));
   _tile_stored(3, c[3], kLane * sizeof(float));
-  store_rows(c, jp, valid, g0, m, y, ldy);
+}
+
+// Rows [g0·16, g0·16 + 32) of x against lanes 2jp, 2jp + 1 of one block (`valid` rows of 64)
+// over all of K; y points at the block's column 0. bf16 (`scales` null): the tiles sum all of K.
+// FP8 (`scales` the block's first k block's row scales): each k block is summed in the tiles,
+// then acc (+)= sum · scale in f32.
+template <int kParts>
+void pass(const uint16_t* block, const uint16_t* xb, int64_t part_stride, int64_t steps, int64_t g0,
+          int64_t jp, int64_t k_block, const float* scales, int64_t valid, int64_t m, float* y,
+          int64_t ldy) {
+  alignas(64) float c[4][kTileRows][kLane];
+  if (scales == nullptr) {
+    sum_tiles<kParts>(block, xb, part_stride, steps, g0, jp, 0, steps, c);
+    store_rows(c, jp, valid, g0, m, y, ldy);
+    return;
+  }
+  alignas(64) float acc[4][kTileRows][kLane];
+  const int64_t steps_per_kb = k_block / kTileK;
+  for (int64_t kb = 0; kb * steps_per_kb < steps; ++kb) {
+    sum_tiles<kParts>(block, xb, part_stride, steps, g0, jp, kb * steps_per_kb,
+                      (kb + 1) * steps_per_kb, c);
+    const float* s = scales + kb * kRowBlock + jp * 2 * kLane;
+    for (int t = 0; t < 4; ++t) {
+      const __m512 sc = _mm512_loadu_ps(s + (t & 1) * kLane);
+      for (int r = 0; r < kTileRows; ++r) {
+        const __m512 v = _mm512_load_ps(c[t][r]);
+        const __m512 prev = kb > 0 ? _mm512_load_ps(acc[t][r]) : _mm512_setzero_ps();
+        _mm512_store_ps(acc[t][r], _mm512_fmadd_ps(v, sc, prev));
+      }
+    }
+  }
+  store_rows(acc, jp, valid, g0, m, y, ldy);
 }
 
 }  // namespace
@@ -166,66 +151,39 @@ void split_bf16(const float* x, int64_t m, int64_t k_pad, int parts, uint16_t* x
   }
 }
 
-void linear_fp8(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m, float* y,
-                int64_t ldy, int64_t b0, int64_t b1) {
-  const int64_t kp = w.k_pad, nkb = kp / w.k_block, steps = kp / kTileK;
+void linear(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m, float* y, int64_t ldy,
+            int64_t b0, int64_t b1) {
+  const bool fp8 = w.dtype == tensor::DType::kF8E4M3;
+  const int64_t kp = w.k_pad, steps = kp / kTileK, nkb = fp8 ? kp / w.k_block : 0;
   const int64_t groups = padded_rows(m) / kTileRows, part_stride = groups * steps * kTileElems;
   const int64_t block_elems = kp * kRowBlock;
+  // A panel's blocks stay in L2 across the row groups, a row group's x across the panel's
+  // blocks. FP8 panels are widened into this thread's buffer first.
   const int64_t panel =
       std::max<int64_t>(1, kPanelBytes / (block_elems * static_cast<int64_t>(sizeof(uint16_t))));
   thread_local std::vector<uint16_t> widened;  // only grows: no allocation in steady state
-  widened.resize(static_cast<size_t>(std::min(panel, b1 - b0) * block_elems));
+  if (fp8) widened.resize(static_cast<size_t>(std::min(panel, b1 - b0) * block_elems));
   configure_tiles();
   for (int64_t p0 = b0; p0 < b1; p0 += panel) {
     const int64_t p1 = std::min(b1, p0 + panel);
-    for (int64_t b = p0; b < p1; ++b)
-      avx2::dequantize_block_bf16(w, b, 0, kp, widened.data() + (b - p0) * block_elems);
+    const uint16_t* base = static_cast<const uint16_t*>(w.data) + p0 * block_elems;
+    if (fp8) {
+      for (int64_t b = p0; b < p1; ++b)
+        avx2::dequantize_block_bf16(w, b, 0, kp, widened.data() + (b - p0) * block_elems);
+      base = widened.data();
+    }
     for (int64_t g0 = 0; g0 < groups; g0 += 2)
       for (int64_t b = p0; b < p1; ++b) {
         const int64_t row0 = b * kRowBlock, valid = std::min(kRowBlock, w.n - row0);
-        const uint16_t* block = widened.data() + (b - p0) * block_elems;
-        const float* scales = w.scales + b * nkb * kRowBlock;
+        const uint16_t* block = base + (b - p0) * block_elems;
+        const float* scales = fp8 ? w.scales + b * nkb * kRowBlock : nullptr;
         for (int64_t jp = 0; jp < 2 && 2 * jp * kLane < valid; ++jp) {
           if (parts == 2) {
-            pass<2>(block, xb, part_stride, steps, g0, jp, w.k_block, nkb, scales, valid, m,
-                    y + row0, ldy);
+            pass<2>(block, xb, part_stride, steps, g0, jp, w.k_block, scales, valid, m, y + row0,
+                    ldy);
           } else {
-            pass<1>(block, xb, part_stride, steps, g0, jp, w.k_block, nkb, scales, valid, m,
-                    y + row0, ldy);
-          }
-        }
-      }
-  }
-  _tile_release();
-}
-
-}  // namespace handoff::ops::detail::amx
-
-namespace handoff::ops::detail::amx {
-
-void linear_bf16(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m, float* y,
-                 int64_t ldy, int64_t b0, int64_t b1) {
-  const int64_t kp = w.k_pad, steps = kp / kTileK;
-  const int64_t groups = padded_rows(m) / kTileRows, part_stride = groups * steps * kTileElems;
-  const int64_t block_elems = kp * kRowBlock;
-  // Panels as in linear_fp8, for the same reuse: a panel's blocks stay in L2 across the row
-  // groups, a row group's x across the panel's blocks.
-  const int64_t panel =
-      std::max<int64_t>(1, kPanelBytes / (block_elems * static_cast<int64_t>(sizeof(uint16_t))));
-  const auto* data = static_cast<const uint16_t*>(w.data);
-  configure_tiles();
-  for (int64_t p0 = b0; p0 < b1; p0 += panel) {
-    const int64_t p1 = std::min(b1, p0 + panel);
-    for (int64_t g0 = 0; g0 < groups; g0 += 2)
-      for (int64_t b = p0; b < p1; ++b) {
-        const int64_t row0 = b * kRowBlock, valid = std::min(kRowBlock, w.n - row0);
-        for (int64_t jp = 0; jp < 2 && 2 * jp * kLane < valid; ++jp) {
-          if (parts == 2) {
-            pass_bf16<2>(data + b * block_elems, xb, part_stride, steps, g0, jp, valid, m, y + row0,
-                         ldy);
-          } else {
-            pass_bf16<1>(data + b * block_elems, xb, part_stride, steps, g0, jp, valid, m, y + row0,
-                         ldy);
+            pass<1>(block, xb, part_stride, steps, g0, jp, w.k_block, scales, valid, m, y + row0,
+                    ldy);
           }
         }
       }

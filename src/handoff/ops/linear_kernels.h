@@ -98,18 +98,19 @@ int64_t linear_tall_bf16_scaled(const PackedWeight& w, const float* x, int64_t l
 void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, uint16_t* out);
 }  // namespace avx2
 namespace amx {
+// Rows of x from which products run on the tiles: fewer would be padded to 32 rows, and the FMA
+// kernels already read each weight once for them.
+inline constexpr int64_t kMinRows = kFp8DirectRowsMax + 1;
 // Rows of x the AMX kernels take per pass (x is zero-padded to a multiple of it).
 int64_t padded_rows(int64_t m);
 // x ([m][k_pad] f32, as the SmallMKernels take it) to `parts` bf16 copies of padded_rows(m)
 // rows each at xb: 1 = bf16(x); 2 = hi = bf16(x), then lo = bf16(x - hi).
 void split_bf16(const float* x, int64_t m, int64_t k_pad, int parts, uint16_t* xb);
-// FP8 weights (k_block a multiple of 32), rows of blocks [b0, b1), from split_bf16's xb; y as in
-// SmallMKernel. Sums each k block in f32 tiles, then y (+)= sum · scale.
-void linear_fp8(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m, float* y,
-                int64_t ldy, int64_t b0, int64_t b1);
-// bf16 weights (k_pad a multiple of 32), the same contract; the tiles sum all of K.
-void linear_bf16(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m, float* y,
-                 int64_t ldy, int64_t b0, int64_t b1);
+// bf16 or FP8 weights (FP8: k_block a multiple of 32), rows of blocks [b0, b1), from
+// split_bf16's xb; y as in SmallMKernel. FP8 sums each k block in f32 tiles, then
+// y (+)= sum · scale; bf16 sums all of K in the tiles.
+void linear(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m, float* y, int64_t ldy,
+            int64_t b0, int64_t b1);
 }  // namespace amx
 
 }  // namespace handoff::ops::detail
