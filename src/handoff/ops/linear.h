@@ -45,8 +45,9 @@ class LinearSource {
 // AVX-512 CPUs without AMX the FMA kernels run both modes at the same speed, so rounding only
 // changes the numbers; where bf16 tiles run prefill (the AMX tiles beyond 4 rows, oneDNN's bf16
 // matmul at the portable level) exact x is taken as hi + lo bf16 halves, twice the tiles' work,
-// and rounded x as one bf16 product. Up to 16 rows (decode) they stay exact. The count is the product's, so in a served step the
-// decode rows that share it with a prefill chunk are rounded too.
+// and rounded x as one bf16 product. Up to 16 rows (decode) they stay exact. The count is the
+// product's, so in a served step the decode rows that share it with a prefill chunk are rounded
+// too.
 enum class ActivationPrecision { kExact, kBf16 };
 
 class LinearWeight {

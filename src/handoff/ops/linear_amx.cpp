@@ -1,11 +1,12 @@
 // AMX kernels: bf16 and FP8 prefill on the bf16 tile unit. bf16 weights are read as packed;
-// for FP8 a panel of 64-row blocks (up to ~1 MiB) is widened to bf16 once per call (exact for e4m3:
-// avx2::dequantize_block_bf16, whose [K/2][64][2] layout is the pair-interleaved B operand
+// for FP8 a panel of 64-row blocks (up to ~1 MiB) is widened to bf16 once per call (exact for
+// e4m3: avx2::dequantize_block_bf16, whose [K/2][64][2] layout is the pair-interleaved B operand
 // TDPBF16PS reads); x is converted once per call into tiles of 16 rows × 32 k, each 1 KiB
-// contiguous (rows a power of two apart would share a few L1 sets): exact mode as hi = bf16(x) and
-// lo = bf16(x - hi), both multiplied into the same f32 tile (residual up to 2^-16 |x|), rounded
-// mode as hi only. FP8 sums each k block in f32 tiles, then acc (+)= sum · scale per row in f32, as
-// every FP8 path does; y is written once per 32 rows × 16 columns. Measured in docs/performance.md.
+// contiguous (rows a power of two apart would share a few L1 sets): exact mode as hi = bf16(x)
+// and lo = bf16(x - hi), both multiplied into the same f32 tile (residual up to 2^-16 |x|),
+// rounded mode as hi only. FP8 sums each k block in f32 tiles, then acc (+)= sum · scale per row
+// in f32, as every FP8 path does; y is written once per 32 rows × 16 columns. Measured in
+// docs/performance.md.
 #include <immintrin.h>
 
 #include <algorithm>
