@@ -5,7 +5,9 @@
 // bench/long_context.sh's decode column measures, in a loop short enough to profile and tune.
 //
 //   decode_depth_bench MODEL_DIR [--depth N ...] [--threads T] [--steps S] [--batch B]
-//   (bf16 weights, bf16 latent and indexer caches: bench/long_context.sh's setting)
+//                      [--quantize fp8]
+//   (bf16 weights, or FP8 with --quantize fp8; bf16 latent and indexer caches:
+//   bench/long_context.sh's setting)
 // --batch B decodes B sequences in one step, each at the same depth over its own cache rows:
 // the batched decode step of `bench offline --concurrency B`.
 #include <fmt/format.h>
@@ -46,13 +48,15 @@ void fill_random(PagedCache& cache, int64_t tokens) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     fmt::print(stderr,
-               "usage: {} MODEL_DIR [--depth N ...] [--threads T] [--steps S] [--batch B]\n",
+               "usage: {} MODEL_DIR [--depth N ...] [--threads T] [--steps S] [--batch B] "
+               "[--quantize fp8]\n",
                argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
   std::vector<int64_t> depths;
   int threads = 2, steps = 16, batch = 1;
+  bool fp8 = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--depth")
@@ -63,6 +67,8 @@ int main(int argc, char** argv) {
       steps = std::stoi(argv[i + 1]);
     else if (flag == "--batch")
       batch = std::stoi(argv[i + 1]);
+    else if (flag == "--quantize" && std::string(argv[i + 1]) == "fp8")
+      fp8 = true;
     else {
       fmt::print(stderr, "unknown flag {}\n", flag);
       return 2;
@@ -76,6 +82,7 @@ int main(int argc, char** argv) {
   options.latent_cache_dtype = handoff::tensor::DType::kBF16;
   options.index_cache_dtype = handoff::tensor::DType::kBF16;
   options.check_weights = false;
+  options.quantize_fp8 = fp8;
   auto model = handoff::model::Model::load(dir, options);
 
   const int64_t block_size = 64;

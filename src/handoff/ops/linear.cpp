@@ -390,7 +390,7 @@ LinearWeight::LinearWeight(const std::vector<LinearSource>& parts, tensor::DType
   im.k = k_;
   // Every element, padding included, is written once below: no zero fill first, and the pages
   // are first touched by the threads that pack them.
-  im.packed = tensor::Tensor::empty({nb * kp * kRowBlock}, dtype);
+  im.packed = tensor::Tensor::empty_long_lived({nb * kp * kRowBlock}, dtype);
   im.pw = {dtype, n_, kp, nb, im.packed.raw()};
   void* dst = im.packed.raw();
   tensor::parallel_for(nb, 1, [&](int64_t b0, int64_t b1) {
@@ -457,8 +457,8 @@ void LinearWeight::pack_fp8(const std::vector<LinearSource>& parts,
   const int64_t nb = (n_ + kRowBlock - 1) / kRowBlock;
   Impl& im = *impl_;
   im.k = k_;
-  im.packed = tensor::Tensor::empty({nb * kp * kRowBlock}, DType::kF8E4M3);
-  im.scales = tensor::Tensor::empty({nb * nkb * kRowBlock}, DType::kF32);
+  im.packed = tensor::Tensor::empty_long_lived({nb * kp * kRowBlock}, DType::kF8E4M3);
+  im.scales = tensor::Tensor::empty_long_lived({nb * nkb * kRowBlock}, DType::kF32);
   im.pw = {DType::kF8E4M3, n_, kp, nb, im.packed.raw()};
   im.pw.scales = im.scales.data<float>();
   im.pw.k_block = bc;

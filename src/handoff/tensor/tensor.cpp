@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "handoff/error.h"
+#include "handoff/tensor/huge_page_slab.h"
 
 namespace handoff::tensor {
 namespace {
@@ -52,27 +53,45 @@ int64_t shape_numel(const Shape& shape) {
   return *n;
 }
 
-Tensor Tensor::empty(Shape shape, DType dtype) {
+namespace {
+
+size_t checked_bytes(const Shape& shape, DType dtype) {
   for (int64_t d : shape)
     if (d < 0) fail("Tensor::empty: negative dimension in {}", shape_str(shape));
-  Tensor t;
   size_t bytes = 0;
   if (__builtin_mul_overflow(static_cast<size_t>(shape_numel(shape)), dtype_size(dtype), &bytes))
     fail("Tensor::empty: {} {} needs more bytes than size_t holds", dtype_name(dtype),
          shape_str(shape));
-  // Large tensors (packed weights, caches) sit on transparent huge pages: 512x fewer page
-  // faults when first written and fewer TLB misses when decode streams them.
+  return bytes;
+}
+
+}  // namespace
+
+Tensor Tensor::owning(std::shared_ptr<void> storage, Shape shape, DType dtype) {
+  Tensor t;
+  t.base_ = storage.get();
+  t.storage_ = std::move(storage);
+  t.strides_ = contiguous_strides(shape);
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  return t;
+}
+
+Tensor Tensor::empty(Shape shape, DType dtype) {
+  const size_t bytes = checked_bytes(shape, dtype);
+  // Large tensors (caches, activations of long prompts) sit on transparent huge pages: 512x
+  // fewer page faults when first written and fewer TLB misses when streamed.
   const size_t align = bytes >= kHugePageBytes ? kHugePageBytes : 64;
   const size_t rounded = (bytes + align - 1) / align * align;
   void* p = std::aligned_alloc(align, rounded == 0 ? align : rounded);
   if (p == nullptr) fail("out of memory allocating {} bytes for a tensor", bytes);
   if (align == kHugePageBytes) ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint; may be refused
-  t.storage_ = std::shared_ptr<void>(p, std::free);
-  t.base_ = p;
-  t.strides_ = contiguous_strides(shape);
-  t.shape_ = std::move(shape);
-  t.dtype_ = dtype;
-  return t;
+  return owning(std::shared_ptr<void>(p, std::free), std::move(shape), dtype);
+}
+
+Tensor Tensor::empty_long_lived(Shape shape, DType dtype) {
+  const size_t bytes = checked_bytes(shape, dtype);
+  return owning(allocate_long_lived(bytes), std::move(shape), dtype);
 }
 
 Tensor Tensor::zeros(Shape shape, DType dtype) {

@@ -27,6 +27,9 @@ class Tensor {
   Tensor() = default;
   // Uninitialised owned storage.
   static Tensor empty(Shape shape, DType dtype);
+  // Uninitialised storage on huge pages for data kept as long as the model (packed weights),
+  // shared with other such tensors (huge_page_slab.h): never for temporaries.
+  static Tensor empty_long_lived(Shape shape, DType dtype);
   static Tensor zeros(Shape shape, DType dtype);
   // A view of `file` bytes [offset, offset + numel*size); the caller validated the range.
   static Tensor from_mapping(std::shared_ptr<MappedFile> file, size_t offset, Shape shape,
@@ -65,6 +68,7 @@ class Tensor {
   Tensor contiguous() const;
 
  private:
+  static Tensor owning(std::shared_ptr<void> storage, Shape shape, DType dtype);
   std::shared_ptr<void> storage_;  // keeps the buffer or mapping alive
   void* base_ = nullptr;           // first element of this view
   Shape shape_;

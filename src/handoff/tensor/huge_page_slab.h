@@ -1,0 +1,19 @@
+#pragma once
+// Storage for buffers that live as long as the model (packed weights), on transparent huge
+// pages whatever their size. A 2 MiB-aligned allocation of its own per buffer would waste most
+// of a huge page on each expert matrix (FP8 bench-moe: 0.5-1 MiB apiece), and below 2 MiB the
+// heap leaves them on 4 KiB pages, where decode's weight stream misses the TLB every 4 KiB; on a
+// KVM guest each miss is a two-level page walk, and FP8 decode ran at 9-30 ms per token from run
+// to run instead of 9-10 (docs/performance.md). So small buffers are carved in sequence out of
+// shared 32 MiB slabs, each slab kept alive by the buffers in it.
+#include <cstddef>
+#include <memory>
+
+namespace handoff::tensor {
+
+// A 64-byte aligned, uninitialised buffer of `bytes`, owned by the returned pointer. The current
+// slab is the calling thread's (loading ranks do not contend); a freed buffer's space is not
+// reused, so the call is for long-lived data only.
+std::shared_ptr<void> allocate_long_lived(size_t bytes);
+
+}  // namespace handoff::tensor
