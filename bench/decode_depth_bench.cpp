@@ -67,9 +67,13 @@ int main(int argc, char** argv) {
       steps = std::stoi(argv[i + 1]);
     else if (flag == "--batch")
       batch = std::stoi(argv[i + 1]);
-    else if (flag == "--quantize" && std::string(argv[i + 1]) == "fp8")
+    else if (flag == "--quantize") {
+      if (std::string(argv[i + 1]) != "fp8") {
+        fmt::print(stderr, "--quantize takes fp8, got {}\n", argv[i + 1]);
+        return 2;
+      }
       fp8 = true;
-    else {
+    } else {
       fmt::print(stderr, "unknown flag {}\n", flag);
       return 2;
     }

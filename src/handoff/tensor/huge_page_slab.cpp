@@ -9,20 +9,11 @@
 namespace handoff::tensor {
 namespace {
 
-constexpr size_t kHugePageBytes = size_t{2} << 20;
 constexpr size_t kSlabBytes = size_t{32} << 20;
 // Larger buffers get their own huge-page-aligned allocation: at most a quarter of a slab is
 // left unused when a buffer does not fit in the rest of one.
 constexpr size_t kMaxSlabbed = kSlabBytes / 4;
 constexpr size_t kAlign = 64;
-
-std::shared_ptr<void> huge_page_allocation(size_t bytes) {
-  const size_t rounded = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-  void* p = std::aligned_alloc(kHugePageBytes, rounded == 0 ? kHugePageBytes : rounded);
-  if (p == nullptr) fail("out of memory allocating {} bytes", bytes);
-  ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint; may be refused
-  return {p, std::free};
-}
 
 struct Slab {
   std::shared_ptr<void> memory;
@@ -31,11 +22,19 @@ struct Slab {
 
 }  // namespace
 
+std::shared_ptr<void> allocate_on_huge_pages(size_t bytes) {
+  const size_t rounded = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+  void* p = std::aligned_alloc(kHugePageBytes, rounded == 0 ? kHugePageBytes : rounded);
+  if (p == nullptr) fail("out of memory allocating {} bytes for a tensor", bytes);
+  ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint; may be refused
+  return {p, std::free};
+}
+
 std::shared_ptr<void> allocate_long_lived(size_t bytes) {
-  if (bytes > kMaxSlabbed) return huge_page_allocation(bytes);
+  if (bytes > kMaxSlabbed) return allocate_on_huge_pages(bytes);
   thread_local Slab slab;
   const size_t size = (bytes + kAlign - 1) / kAlign * kAlign;
-  if (!slab.memory || slab.used + size > kSlabBytes) slab = {huge_page_allocation(kSlabBytes), 0};
+  if (!slab.memory || slab.used + size > kSlabBytes) slab = {allocate_on_huge_pages(kSlabBytes), 0};
   void* p = static_cast<char*>(slab.memory.get()) + slab.used;
   slab.used += size;
   return {slab.memory, p};  // shares the slab's ownership

@@ -11,6 +11,12 @@
 
 namespace handoff::tensor {
 
+inline constexpr size_t kHugePageBytes = size_t{2} << 20;
+
+// An uninitialised buffer of `bytes` of its own, 2 MiB aligned and rounded up to whole huge
+// pages, advised onto transparent huge pages (a hint the kernel may refuse).
+std::shared_ptr<void> allocate_on_huge_pages(size_t bytes);
+
 // A 64-byte aligned, uninitialised buffer of `bytes`, owned by the returned pointer. The current
 // slab is the calling thread's (loading ranks do not contend); a freed buffer's space is not
 // reused, so the call is for long-lived data only.

@@ -1,7 +1,5 @@
 #include "handoff/tensor/tensor.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
 
@@ -10,8 +8,6 @@
 
 namespace handoff::tensor {
 namespace {
-
-constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 Shape contiguous_strides(const Shape& shape) {
   Shape strides(shape.size());
@@ -81,11 +77,11 @@ Tensor Tensor::empty(Shape shape, DType dtype) {
   const size_t bytes = checked_bytes(shape, dtype);
   // Large tensors (caches, activations of long prompts) sit on transparent huge pages: 512x
   // fewer page faults when first written and fewer TLB misses when streamed.
-  const size_t align = bytes >= kHugePageBytes ? kHugePageBytes : 64;
-  const size_t rounded = (bytes + align - 1) / align * align;
-  void* p = std::aligned_alloc(align, rounded == 0 ? align : rounded);
+  if (bytes >= kHugePageBytes)
+    return owning(allocate_on_huge_pages(bytes), std::move(shape), dtype);
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
   if (p == nullptr) fail("out of memory allocating {} bytes for a tensor", bytes);
-  if (align == kHugePageBytes) ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint; may be refused
   return owning(std::shared_ptr<void>(p, std::free), std::move(shape), dtype);
 }
 
