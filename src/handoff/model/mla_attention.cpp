@@ -161,15 +161,16 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
   const int64_t t_count = meta.num_tokens();
   const int64_t qk = nope_ + rope_dim_;
   const int64_t width = kv_rank_ + rope_dim_;  // a key row: c_kv then k_pe
-  // Work items are (token, segment of up to kSegmentKeys of its keys), so one decode token
-  // still spreads over the threads; each item keeps an online softmax's running max, sum and
-  // weighted latent per head, merged per token below in segment order. Segments are fixed by
-  // key position, so results do not depend on the thread count or on the rest of the batch.
+  // Work items are (token, segment of its keys), so one decode token still spreads over the
+  // threads; each item keeps an online softmax's running max, sum and weighted latent per head,
+  // merged per token below in segment order. Segments are fixed by key position and count, so
+  // results do not depend on the thread count or on the rest of the batch.
   item_token_.clear();
   token_first_item_.resize(static_cast<size_t>(t_count) + 1);
   for (int64_t t = 0; t < t_count; ++t) {
     token_first_item_[static_cast<size_t>(t)] = static_cast<int64_t>(item_token_.size());
-    const int64_t segments = (key_count(meta, t) + kSegmentKeys - 1) / kSegmentKeys;
+    const int64_t keys = key_count(meta, t), seg = segment_keys(keys);
+    const int64_t segments = (keys + seg - 1) / seg;
     for (int64_t s = 0; s < segments; ++s) item_token_.push_back(t);
   }
   const auto items = static_cast<int64_t>(item_token_.size());
@@ -186,8 +187,9 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
     float* qcat_t = Scratch::thread_local_buffer(4, static_cast<size_t>(width * heads_));
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item_token_[static_cast<size_t>(item)];
-      const int64_t k0 = (item - token_first_item_[static_cast<size_t>(t)]) * kSegmentKeys;
-      const int64_t k1 = std::min(key_count(meta, t), k0 + kSegmentKeys);
+      const int64_t keys = key_count(meta, t), seg = segment_keys(keys);
+      const int64_t k0 = (item - token_first_item_[static_cast<size_t>(t)]) * seg;
+      const int64_t k1 = std::min(keys, k0 + seg);
       const auto& seq = meta.sequences[static_cast<size_t>(meta.token_seq[t])];
       const auto& sel = selected_[static_cast<size_t>(t)];
       // The query of head h against a key row: [W_UKᵀ q_nope (kv_rank); q_pe (rope)].
@@ -264,6 +266,12 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
       }
     }
   });
+}
+
+int64_t MlaAttention::segment_keys(int64_t keys) {
+  const int64_t even = (keys + kMaxSegments - 1) / kMaxSegments;
+  const int64_t whole_tiles = (even + kTileKeys - 1) / kTileKeys * kTileKeys;
+  return std::clamp(whole_tiles, kTileKeys, kMaxSegmentKeys);
 }
 
 int64_t MlaAttention::key_count(const StepMeta& meta, int64_t t) const {

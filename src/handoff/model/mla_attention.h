@@ -45,9 +45,17 @@ class MlaAttention {
   int64_t key_count(const StepMeta& meta, int64_t t) const;
 
   // A tile's gathered rows and their transpose stay in L2 (2 × 64 × 576 floats at GLM-5's
-  // width); a segment of 512 keys splits a 2,048-key decode token over 4 work items.
+  // width).
   static constexpr int64_t kTileKeys = 64;
-  static constexpr int64_t kSegmentKeys = 512;
+  // A token's keys split into up to kMaxSegments work items of whole tiles, at most
+  // kMaxSegmentKeys each: a decode token of 577 keys is 10 items, so two threads share it
+  // evenly (as 512-key segments, 512 + 65 keys, one thread did most of it), while a prefill
+  // chunk's per-item accumulators stay bounded (kMaxSegments per token up to 4,096 keys).
+  static constexpr int64_t kMaxSegments = 8;
+  static constexpr int64_t kMaxSegmentKeys = 512;
+  // Keys per work item of a token with `keys` keys: a function of the token's own key count,
+  // so results do not depend on the batch or the thread count.
+  static int64_t segment_keys(int64_t keys);
   // How far ahead of the gather a key row is prefetched (8 rows of 576 B at bench-moe's width).
   static constexpr int64_t kPrefetchKeys = 8;
 
