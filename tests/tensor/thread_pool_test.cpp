@@ -56,6 +56,37 @@ TEST(ThreadPool, WorkSpreadsOverTheThreads) {
   }).join();
 }
 
+// A worker that stalls inside its first chunk (as one descheduled by a busy neighbour would)
+// holds up only that chunk: the caller runs every other one, the rest of the worker's own
+// share included, before it waits.
+TEST(ThreadPool, AStalledWorkersShareIsRunByTheCaller) {
+  std::thread([] {
+    set_num_threads(2);
+    const auto caller = std::this_thread::get_id();
+    constexpr int64_t kChunks = 16;
+    for (int round = 0; round < 20; ++round) {
+      std::atomic<bool> stalled{false};
+      std::atomic<int64_t> by_caller{0}, by_worker{0};
+      parallel_for(kChunks, 1, [&](int64_t b, int64_t e) {
+        if (std::this_thread::get_id() == caller) {
+          by_caller.fetch_add(e - b);
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the worker gets going
+          return;
+        }
+        by_worker.fetch_add(e - b);
+        if (!stalled.exchange(true)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      });
+      ASSERT_EQ(by_caller.load() + by_worker.load(), kChunks);
+      // When the worker stalled in its very first chunk, the caller ran all the others.
+      if (by_worker.load() == 1) {
+        EXPECT_EQ(by_caller.load(), kChunks - 1);
+        return;
+      }
+    }
+    GTEST_SKIP() << "the worker never reached its first chunk before the caller was done";
+  }).join();
+}
+
 TEST(ThreadPool, NestedCallsRunInlineOnTheChunksThread) {
   std::thread([] {
     set_num_threads(2);
