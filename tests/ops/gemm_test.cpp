@@ -1,5 +1,6 @@
-// The small f32 GEMM against a double-precision triple loop on shapes around its register tile
-// (6 rows × 16 columns), for the AVX2 and portable bodies; and the properties attention relies
+// The small f32 GEMM against a double-precision triple loop on shapes around its register tiles
+// (AVX2: 6 rows × 16 columns; AVX-512: 16 × 16 and 8 × 32), for each body, and AVX-512 against
+// AVX2 bit for bit; and the properties attention relies
 // on: a row's result is independent of the other rows, and zero rows of `a` add nothing; and the
 // indexer's fused score.
 #include "handoff/ops/gemm.h"
@@ -179,7 +180,41 @@ TEST_P(OpsGemm, TransposeSwapsIndices) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, OpsGemm, testing::Values(Isa::kPortable, Isa::kAvx2),
+// The AVX-512 body sums every element as the AVX2 one does (from c or 0, one FMA per p in
+// order), so the two agree bit for bit, whatever their tiles: on attention's shapes (64 keys ×
+// 16 heads over a 288-wide row; 16 heads × 256 latent columns over 64 keys, accumulating) and
+// on shapes around both bodies' tiles.
+TEST(OpsGemmIsas, Avx512EqualsAvx2BitForBit) {
+  if (cpu_max_isa() < Isa::kAvx512) GTEST_SKIP() << "CPU lacks AVX-512";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  struct Shape {
+    int64_t m, n, k, lda, ldb;
+  };
+  std::vector<Shape> shapes = {{64, 16, 288, 288, 16}, {16, 256, 64, 64, 288}};
+  for (int64_t m : {1, 7, 8, 9, 16, 17, 25})
+    for (int64_t n : {9, 15, 16, 17, 31, 32, 33, 70}) shapes.push_back({m, n, 37, 40, n + 3});
+  for (const Shape& s : shapes) {
+    for (bool accumulate : {false, true}) {
+      std::vector<float> a(static_cast<size_t>(s.m * s.lda)), b(static_cast<size_t>(s.k * s.ldb));
+      std::vector<float> c0(static_cast<size_t>(s.m * (s.n + 1)));
+      for (auto* v : {&a, &b, &c0})
+        for (float& f : *v) f = dist(rng);
+      auto run = [&](Isa isa) {
+        cap_kernel_isa(isa);
+        auto c = c0;
+        gemm(s.m, s.n, s.k, a.data(), s.lda, b.data(), s.ldb, c.data(), s.n + 1, accumulate);
+        cap_kernel_isa(Isa::kAmx);
+        return c;
+      };
+      ASSERT_EQ(run(Isa::kAvx512), run(Isa::kAvx2))
+          << "m=" << s.m << " n=" << s.n << " k=" << s.k << " accumulate=" << accumulate;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, OpsGemm,
+                         testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512),
                          [](const auto& info) { return std::string(isa_name(info.param)); });
 
 }  // namespace

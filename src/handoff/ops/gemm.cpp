@@ -1,5 +1,5 @@
-// Portable body of the small f32 GEMM and the run-time switch to the AVX2 one (AVX-512 CPUs run
-// the AVX2 body: these products are small and mostly bound by the gathers around them).
+// Portable body of the small f32 GEMM and the run-time switch to the AVX2 or AVX-512 one (the
+// indexer's fused scores run the AVX2 body on AVX-512 CPUs too).
 #include "handoff/ops/gemm.h"
 
 #include <algorithm>
@@ -49,7 +49,9 @@ void relu_weighted_scores_portable(int64_t n, int64_t heads, int64_t dims, const
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
           float* c, int64_t ldc, bool accumulate) {
   if (m <= 0 || n <= 0) return;
-  const GemmKernel kernel = kernel_isa() >= Isa::kAvx2 ? avx2::gemm : gemm_portable;
+  const GemmKernel kernel = kernel_isa() >= Isa::kAvx512 ? avx512::gemm
+                            : kernel_isa() >= Isa::kAvx2 ? avx2::gemm
+                                                         : gemm_portable;
   kernel(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 

@@ -18,4 +18,9 @@ void relu_weighted_scores_bf16(int64_t n, int64_t heads, int64_t dims, const uin
 void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
 }  // namespace avx2
 
+namespace avx512 {
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float* c, int64_t ldc, bool accumulate);
+}  // namespace avx512
+
 }  // namespace handoff::ops

@@ -1,0 +1,88 @@
+// AVX-512 body of the small f32 GEMM (attention's per-tile products: scores of 64 keys × the
+// heads over the latent width, and the probability-weighted latent sum). Register tiles of up to
+// 16 rows × 16 columns, or 8 rows × 32 columns beyond 16 columns: 16 accumulators, one or two
+// loads of b and one broadcast of a per row per step of p, column tails masked. Each element is
+// summed as the AVX2 and portable bodies sum it (from c or 0, one FMA per p in order), so the
+// three agree bit for bit. Products of at most 8 columns (the indexer's heads) keep the AVX2
+// body's narrow tiles. On the 2-core Zen 5 the attention products' share of a decode step's
+// samples (bench-moe, depth 576) fell from 5.0 % (AVX2 tiles) to 3.1 % (docs/performance.md).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "handoff/ops/gemm_kernels.h"
+
+namespace handoff::ops::avx512 {
+
+namespace {
+
+__mmask16 lane_mask(int64_t remaining) {
+  return remaining >= 16  ? __mmask16(0xffff)
+         : remaining <= 0 ? __mmask16(0)
+                          : static_cast<__mmask16>((1u << remaining) - 1);
+}
+
+// Rows × (Vectors · 16) columns, the last `cols` < Vectors · 16 only at the right edge.
+template <int Rows, int Vectors>
+void tile(int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
+          int64_t ldc, int64_t cols, bool accumulate) {
+  __mmask16 mask[Vectors];
+  for (int v = 0; v < Vectors; ++v) mask[v] = lane_mask(cols - 16 * v);
+  __m512 acc[Rows][Vectors];
+#pragma GCC unroll 16
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < Vectors; ++v)
+      acc[r][v] =
+          accumulate ? _mm512_maskz_loadu_ps(mask[v], c + r * ldc + 16 * v) : _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; ++p) {
+    __m512 bv[Vectors];
+#pragma GCC unroll 2
+    for (int v = 0; v < Vectors; ++v) bv[v] = _mm512_maskz_loadu_ps(mask[v], b + p * ldb + 16 * v);
+#pragma GCC unroll 16
+    for (int r = 0; r < Rows; ++r) {
+      const __m512 av = _mm512_set1_ps(a[r * lda + p]);
+#pragma GCC unroll 2
+      for (int v = 0; v < Vectors; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < Rows; ++r)
+#pragma GCC unroll 2
+    for (int v = 0; v < Vectors; ++v)
+      _mm512_mask_storeu_ps(c + r * ldc + 16 * v, mask[v], acc[r][v]);
+}
+
+template <int Vectors, int Rows>
+void row_tile(int64_t rows, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+              float* c, int64_t ldc, int64_t cols, bool accumulate) {
+  if constexpr (Rows > 1) {
+    if (rows < Rows)
+      return row_tile<Vectors, Rows - 1>(rows, k, a, lda, b, ldb, c, ldc, cols, accumulate);
+  }
+  tile<Rows, Vectors>(k, a, lda, b, ldb, c, ldc, cols, accumulate);
+}
+
+// Row tiles of up to Rows over column blocks of Vectors · 16; a block of b (k × 16 or 32)
+// stays in L1 while every row tile uses it.
+template <int Vectors, int Rows>
+void blocks(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+            int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  constexpr int64_t kCols = 16 * Vectors;
+  for (int64_t j = 0; j < n; j += kCols)
+    for (int64_t i = 0; i < m; i += Rows)
+      row_tile<Vectors, Rows>(std::min<int64_t>(Rows, m - i), k, a + i * lda, lda, b + j, ldb,
+                              c + i * ldc + j, ldc, std::min(kCols, n - j), accumulate);
+}
+
+}  // namespace
+
+void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
+          float* c, int64_t ldc, bool accumulate) {
+  if (n <= 8) return avx2::gemm(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  if (n <= 16) return blocks<1, 16>(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  blocks<2, 8>(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+}  // namespace handoff::ops::avx512
