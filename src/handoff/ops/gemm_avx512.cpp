@@ -2,8 +2,8 @@
 // heads over the latent width, and the probability-weighted latent sum). Register tiles of up to
 // 16 rows × 16 columns, or 8 rows × 32 columns beyond 16 columns: 16 accumulators, one or two
 // loads of b and one broadcast of a per row per step of p, column tails masked. Each element is
-// summed as the AVX2 and portable bodies sum it (from c or 0, one FMA per p in order), so the
-// three agree bit for bit. Products of at most 8 columns (the indexer's heads) keep the AVX2
+// summed as the AVX2 body sums it (from c or 0, one FMA per p in order), so the two agree bit
+// for bit. Products of at most 8 columns (the indexer's heads) keep the AVX2
 // body's narrow tiles. On the 2-core Zen 5 the attention products' share of a decode step's
 // samples (bench-moe, depth 576) fell from 5.0 % (AVX2 tiles) to 3.1 % (docs/performance.md).
 #include <immintrin.h>
