@@ -16,7 +16,9 @@
 #include "handoff/error.h"
 #include "handoff/ops/cpu_features.h"
 #include "handoff/ops/reference/reference.h"
+#include "handoff/tensor/fp8_blocks.h"
 #include "handoff/tensor/tensor.h"
+#include "handoff/tensor/thread_pool.h"
 
 namespace handoff::ops {
 namespace {
@@ -246,6 +248,56 @@ TEST(OpsLinear, StackedPartsEqualTheirConcatenation) {
                                                       Tensor::zeros({2, 4}, DType::kF32)},
                             DType::kF32),
                Error);
+}
+
+// forward_group runs many products in one region over all their blocks: each result equals
+// forward()'s bit for bit, whatever the mix of dtypes (FP8 included), strides, row counts
+// (a large-M product runs on its own first), row independence or position in the group, and
+// nothing outside each y's rows is written.
+TEST(OpsLinear, GroupedProductsEqualSingleForwards) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  struct Spec {
+    int64_t n, k, m;
+    DType dtype;
+    bool row_independent;
+  };
+  const std::vector<Spec> specs = {
+      {64, 1024, 1, DType::kBF16, false},   {8, 1024, 1, DType::kF32, false},
+      {672, 1024, 1, DType::kBF16, false},  {37, 45, 3, DType::kBF16, false},
+      {130, 256, 2, DType::kF8E4M3, false}, {70, 45, 5, DType::kF32, true},
+      {100, 64, 40, DType::kBF16, false},   {90, 80, 33, DType::kF32, false}};
+  std::vector<LinearWeight> weights;
+  std::vector<std::vector<float>> xs, want, got;
+  std::vector<LinearProduct> products;
+  for (const Spec& s : specs) {
+    Tensor w = Tensor::empty({s.n, s.k}, DType::kF32);
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = dist(rng);
+    if (s.dtype == DType::kF8E4M3)
+      weights.emplace_back(tensor::quantize_fp8_blocks(w), s.dtype, s.row_independent);
+    else
+      weights.emplace_back(w, s.dtype, s.row_independent);
+    const int64_t ldx = s.k + 3, ldy = s.n + 2;
+    xs.emplace_back(static_cast<size_t>(s.m * ldx));
+    for (float& v : xs.back()) v = dist(rng);
+    want.emplace_back(static_cast<size_t>(s.m * ldy), -7.0f);
+    weights.back().forward(xs.back().data(), s.m, want.back().data(), ldx, ldy);
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    got.emplace_back(want[i].size(), -7.0f);
+    products.push_back(
+        {&weights[i], xs[i].data(), specs[i].m, got[i].data(), specs[i].k + 3, specs[i].n + 2});
+  }
+  for (int threads : {1, 2, 3}) {
+    std::thread([&] {
+      tensor::set_num_threads(threads);
+      for (auto& g : got) std::fill(g.begin(), g.end(), -7.0f);
+      LinearWeight::forward_group(products);
+    }).join();
+    for (size_t i = 0; i < specs.size(); ++i)
+      EXPECT_EQ(got[i], want[i]) << "product " << i << ", " << threads << " threads";
+  }
+  LinearWeight::forward_group({});  // an empty group does nothing
 }
 
 TEST(OpsLinear, RejectsBadInput) {

@@ -30,17 +30,25 @@ Indexer::Indexer(const ModelConfig& config, const WeightLoader& weights, const s
   k_norm_bias_ = weights.f32(prefix + "k_norm.bias", {head_dim_});
 }
 
-void Indexer::forward(const float* x, const float* qr, const StepMeta& meta, const Rope& rope,
-                      cache::PagedCache& cache, int64_t cache_layer,
-                      std::vector<std::vector<int32_t>>& selected) {
+void Indexer::add_products(const float* x, const float* qr, int64_t rows,
+                           std::vector<ops::LinearProduct>& of_x,
+                           std::vector<ops::LinearProduct>& of_qr) {
+  // forward() gets the same buffers back: same index, same size.
+  float* q = scratch_.get(0, static_cast<size_t>(rows * heads_ * head_dim_));
+  float* k = scratch_.get(1, static_cast<size_t>(rows * head_dim_));
+  float* w = scratch_.get(2, static_cast<size_t>(rows * heads_));
+  of_x.push_back({&wk_, x, rows, k});
+  of_x.push_back({&weights_proj_, x, rows, w});
+  of_qr.push_back({&wq_b_, qr, rows, q});
+}
+
+void Indexer::forward(const StepMeta& meta, const Rope& rope, cache::PagedCache& cache,
+                      int64_t cache_layer, std::vector<std::vector<int32_t>>& selected) {
   const int64_t t_count = meta.num_tokens();
   const int64_t qw = heads_ * head_dim_;
   float* q = scratch_.get(0, static_cast<size_t>(t_count * qw));
   float* k = scratch_.get(1, static_cast<size_t>(t_count * head_dim_));
   float* w = scratch_.get(2, static_cast<size_t>(t_count * heads_));
-  wq_b_.forward(qr, t_count, q);
-  wk_.forward(x, t_count, k);
-  weights_proj_.forward(x, t_count, w);
   ops::layer_norm(k, k_norm_weight_.data<float>(), k_norm_bias_.data<float>(), 1e-6f, t_count,
                   head_dim_, k);
   const int64_t pairs = rope_dim_ / 2;

@@ -20,12 +20,17 @@ class Indexer {
   Indexer(const ModelConfig& config, const WeightLoader& weights, const std::string& prefix,
           Scratch& scratch);
 
-  // x: the attention-normed input [T, D]; qr: the normalised q latent [T, q_lora_rank].
-  // Writes each token's index key to the cache, then fills selected[t] with the sorted key
-  // positions token t attends to; selected[t] stays empty when every causal key is kept.
-  void forward(const float* x, const float* qr, const StepMeta& meta, const Rope& rope,
-               cache::PagedCache& cache, int64_t cache_layer,
-               std::vector<std::vector<int32_t>>& selected);
+  // The indexer's products over `rows` tokens, for the attention to run in its own parallel
+  // regions (ops::LinearWeight::forward_group): those of x, the attention-normed input [T, D]
+  // (the key and the head weights), beside its q_a / kv_a product; that of qr, the normalised
+  // q latent [T, q_lora_rank] (the queries), beside its q_b one. forward() reads their results.
+  void add_products(const float* x, const float* qr, int64_t rows,
+                    std::vector<ops::LinearProduct>& of_x, std::vector<ops::LinearProduct>& of_qr);
+  // After those products: writes each token's index key to the cache, then fills selected[t]
+  // with the sorted key positions token t attends to; selected[t] stays empty when every
+  // causal key is kept.
+  void forward(const StepMeta& meta, const Rope& rope, cache::PagedCache& cache,
+               int64_t cache_layer, std::vector<std::vector<int32_t>>& selected);
 
  private:
   // Scores rows [t0, t1) (one sequence) against all their causal keys and selects each row's

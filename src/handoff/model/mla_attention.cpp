@@ -114,10 +114,15 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
   const int64_t kv_width = kv_rank_ + rope_dim_;
   const int64_t qkv_width = q_rank_ + kv_width;
   float* qkv = scratch_.get(2, static_cast<size_t>(t_count * qkv_width));
-  qkv_a_.forward(x, t_count, qkv);
+  // The products of x, then those of qr, each set in one parallel region: the indexer's own
+  // (its 64-row key and 8-row head weights would each run on one thread alone) beside ours.
+  of_x_.assign({{&qkv_a_, x, t_count, qkv}});
+  of_qr_.assign({{&q_b_, qr, t_count, q}});
+  if (indexer_) indexer_->add_products(x, qr, t_count, of_x_, of_qr_);
+  ops::LinearWeight::forward_group(of_x_);
   for (int64_t t = 0; t < t_count; ++t)
     ops::rms_norm(qkv + t * qkv_width, q_a_norm_.data<float>(), eps_, 1, q_rank_, qr + t * q_rank_);
-  q_b_.forward(qr, t_count, q);
+  ops::LinearWeight::forward_group(of_qr_);
   for (int64_t t = 0; t < t_count; ++t) {
     float* kvt = qkv + t * qkv_width + q_rank_;
     ops::rms_norm(kvt, kv_a_norm_.data<float>(), eps_, 1, kv_rank_, kvt);
@@ -128,7 +133,7 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
   }
 
   if (indexer_) {
-    indexer_->forward(x, qr, meta, rope_, cache, cache_layer, selected_);
+    indexer_->forward(meta, rope_, cache, cache_layer, selected_);
   } else {
     selected_.assign(static_cast<size_t>(t_count), {});
   }

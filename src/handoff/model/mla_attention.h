@@ -65,8 +65,9 @@ class MlaAttention {
   Rope rope_;
   ops::LinearWeight qkv_a_, q_b_, o_proj_;  // qkv_a_: [q_a_proj; kv_a_proj_with_mqa]
   tensor::Tensor q_a_norm_, kv_a_norm_;
-  std::vector<ops::LinearWeight> w_uk_t_;  // per head: [kv_rank, nope] = W_UK[h]ᵀ
-  std::vector<ops::LinearWeight> w_uv_;    // per head: [v_dim, kv_rank]
+  std::vector<ops::LinearProduct> of_x_, of_qr_;  // a step's products of x and of qr
+  std::vector<ops::LinearWeight> w_uk_t_;         // per head: [kv_rank, nope] = W_UK[h]ᵀ
+  std::vector<ops::LinearWeight> w_uv_;           // per head: [v_dim, kv_rank]
   std::unique_ptr<Indexer> indexer_;
   std::vector<std::vector<int32_t>> selected_;
   std::vector<int64_t> item_token_, token_first_item_;  // attend's work items, reused per step

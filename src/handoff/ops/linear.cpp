@@ -199,6 +199,19 @@ struct LinearWeight::Impl {
   std::map<int64_t, std::shared_ptr<const Prim>> prims;  // by M
 
   std::shared_ptr<const Prim> prim(int64_t m);
+  // x as the small-M kernels take it: dense rows of k_pad floats, zero-padded (rounded to bf16
+  // when asked); on AMX beyond 4 rows also its bf16 copies for the tiles.
+  struct Staged {
+    const float* x = nullptr;
+    const uint16_t* xb = nullptr;  // AMX: split_bf16's `parts` copies; else null
+    int parts = 0;
+    int64_t m = 0;
+  };
+  // Stages x into `xpad` and `xb`, which grow as needed and must outlive the result.
+  Staged stage(const float* x, int64_t m, int64_t ldx, std::vector<float>& xpad,
+               std::vector<uint16_t>& xb) const;
+  // y's columns of 64-row blocks [b0, b1) from staged x, on the calling thread.
+  void run_blocks(const Staged& s, float* y, int64_t ldy, int64_t b0, int64_t b1) const;
   void forward_small(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const;
   void forward_large(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy);
 };
@@ -232,12 +245,12 @@ std::shared_ptr<const LinearWeight::Impl::Prim> LinearWeight::Impl::prim(int64_t
   return p;
 }
 
-void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int64_t ldx,
-                                       int64_t ldy) const {
+LinearWeight::Impl::Staged LinearWeight::Impl::stage(const float* x, int64_t m, int64_t ldx,
+                                                     std::vector<float>& xpad,
+                                                     std::vector<uint16_t>& xb) const {
   // The kernels want x dense and zero-padded to k_pad (rounded to bf16 when asked); copying
   // M·K floats is negligible next to streaming N·K weights.
   // FP8: the columns start k_lead zeros in (the quantisation grid's origin).
-  thread_local std::vector<float> xpad;
   const bool round = round_x && m > kSmallMMax;
   const bool fp8 = pw.dtype == DType::kF8E4M3;
   const int64_t kp = pw.k_pad, lead = pw.k_lead;
@@ -253,22 +266,26 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
     }
     std::fill(row + lead + k, row + kp, 0.0f);
   }
-  const detail::PackedWeight& w = pw;
+  Staged s{xpad.data(), nullptr, 0, m};
   // Beyond 4 rows on AMX: the tiles, x converted to bf16 once (hi + lo halves unless rounded).
   if (m >= detail::amx::kMinRows && kernel_isa() >= Isa::kAmx &&
       (pw.dtype == DType::kBF16 || (fp8 && pw.k_block % 32 == 0))) {
-    const int parts = round ? 1 : 2;
-    thread_local std::vector<uint16_t> xb;
-    xb.resize(static_cast<size_t>(parts * detail::amx::padded_rows(m) * kp));
-    detail::amx::split_bf16(xpad.data(), m, kp, parts, xb.data());
-    const uint16_t* xbp = xb.data();
-    tensor::parallel_for(pw.n_blocks, 1, [&](int64_t b0, int64_t b1) {
-      detail::amx::linear(w, xbp, parts, m, y, ldy, b0, b1);
-    });
+    s.parts = round ? 1 : 2;
+    xb.resize(static_cast<size_t>(s.parts * detail::amx::padded_rows(m) * kp));
+    detail::amx::split_bf16(xpad.data(), m, kp, s.parts, xb.data());
+    s.xb = xb.data();
+  }
+  return s;
+}
+
+void LinearWeight::Impl::run_blocks(const Staged& s, float* y, int64_t ldy, int64_t b0,
+                                    int64_t b1) const {
+  if (s.xb != nullptr) {
+    detail::amx::linear(pw, s.xb, s.parts, s.m, y, ldy, b0, b1);
     return;
   }
   detail::SmallMKernel kernel = detail::linear_small_m_portable;
-  if (fp8) {
+  if (pw.dtype == DType::kF8E4M3) {
     kernel = kernel_isa() >= Isa::kAvx512 ? detail::avx512::linear_small_m_fp8
              : kernel_isa() >= Isa::kAvx2 ? detail::avx2::linear_small_m_fp8
                                           : detail::linear_small_m_fp8_portable;
@@ -277,10 +294,17 @@ void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int6
   } else if (kernel_isa() == Isa::kAvx2) {
     kernel = detail::avx2::linear_small_m;
   }
-  const float* xp = xpad.data();
+  kernel(pw, s.x, s.m, y, ldy, b0, b1);
+}
+
+void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int64_t ldx,
+                                       int64_t ldy) const {
+  thread_local std::vector<float> xpad;
+  thread_local std::vector<uint16_t> xb;
+  const Staged s = stage(x, m, ldx, xpad, xb);
   // Contiguous runs of 64-row blocks per thread.
   tensor::parallel_for(pw.n_blocks, 1,
-                       [&](int64_t b0, int64_t b1) { kernel(w, xp, m, y, ldy, b0, b1); });
+                       [&](int64_t b0, int64_t b1) { run_blocks(s, y, ldy, b0, b1); });
 }
 
 void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int64_t ldx,
@@ -518,11 +542,15 @@ bool LinearWeight::small_m(int64_t m) const {
          (dtype_ == DType::kBF16 && kernel_isa() >= Isa::kAvx2) || !onednn_fast_matmul(dtype_);
 }
 
-void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {
+void LinearWeight::check_strides(int64_t& ldx, int64_t& ldy) const {
   if (!defined()) fail("LinearWeight::forward on an empty weight");
   if (ldx < 0) ldx = k_;
   if (ldy < 0) ldy = n_;
   if (ldx < k_ || ldy < n_) fail("LinearWeight::forward: ldx {} / ldy {} too small", ldx, ldy);
+}
+
+void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {
+  check_strides(ldx, ldy);
   if (m <= 0) return;
   if (row_independent_) {
     for (int64_t i = 0; i < m; ++i) impl_->forward_small(x + i * ldx, 1, y + i * ldy, ldx, ldy);
@@ -533,6 +561,57 @@ void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int
   } else {
     impl_->forward_large(x, m, y, ldx, ldy);
   }
+}
+
+void LinearWeight::forward_group(std::span<const LinearProduct> products) {
+  struct Item {
+    const Impl* impl;
+    Impl::Staged staged;
+    float* y;
+    int64_t ldy;
+    int64_t first_block;  // in the region's index space: the items' blocks one after another
+  };
+  // Per calling thread and reused, so a decode step allocates nothing; bound to references,
+  // because the region's workers must see this thread's vectors, not their own.
+  thread_local std::vector<Item> items_tl;
+  thread_local std::vector<std::vector<float>> xpad_tl;
+  thread_local std::vector<std::vector<uint16_t>> xb_tl;
+  std::vector<Item>& items = items_tl;
+  items.clear();
+  int64_t blocks = 0;
+  auto add = [&](const LinearWeight& w, const float* x, int64_t m, float* y, int64_t ldx,
+                 int64_t ldy) {
+    const size_t i = items.size();
+    if (xpad_tl.size() <= i) {
+      xpad_tl.resize(i + 1);
+      xb_tl.resize(i + 1);
+    }
+    const Impl& impl = *w.impl_;
+    items.push_back({&impl, impl.stage(x, m, ldx, xpad_tl[i], xb_tl[i]), y, ldy, blocks});
+    blocks += impl.pw.n_blocks;
+  };
+  for (const LinearProduct& p : products) {
+    const LinearWeight& w = *p.weight;
+    int64_t ldx = p.ldx, ldy = p.ldy;
+    w.check_strides(ldx, ldy);
+    if (p.m <= 0) continue;
+    if (w.row_independent_) {
+      for (int64_t i = 0; i < p.m; ++i) add(w, p.x + i * ldx, 1, p.y + i * ldy, ldx, ldy);
+    } else if (w.small_m(p.m)) {
+      add(w, p.x, p.m, p.y, ldx, ldy);
+    } else {
+      w.impl_->forward_large(p.x, p.m, p.y, ldx, ldy);  // oneDNN: not inside a region
+    }
+  }
+  tensor::parallel_for(blocks, 1, [&](int64_t g0, int64_t g1) {
+    auto it = std::upper_bound(items.begin(), items.end(), g0,
+                               [](int64_t g, const Item& item) { return g < item.first_block; });
+    for (--it; it != items.end() && it->first_block < g1; ++it) {
+      const int64_t first = it->first_block, n_blocks = it->impl->pw.n_blocks;
+      const int64_t b0 = std::max(g0, first) - first, b1 = std::min(g1, first + n_blocks) - first;
+      if (b0 < b1) it->impl->run_blocks(it->staged, it->y, it->ldy, b0, b1);
+    }
+  });
 }
 
 }  // namespace handoff::ops

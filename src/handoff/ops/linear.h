@@ -8,6 +8,7 @@
 // rounded to bf16.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "handoff/tensor/fp8_blocks.h"
@@ -49,6 +50,18 @@ class LinearSource {
 // product's, so in a served step the decode rows that share it with a prefill chunk are rounded
 // too.
 enum class ActivationPrecision { kExact, kBf16 };
+
+class LinearWeight;
+
+// One product of LinearWeight::forward_group, with forward()'s arguments.
+struct LinearProduct {
+  const LinearWeight* weight;
+  const float* x;
+  int64_t m;
+  float* y;
+  int64_t ldx = -1;
+  int64_t ldy = -1;
+};
 
 class LinearWeight {
  public:
@@ -92,8 +105,16 @@ class LinearWeight {
   // for and so must not be called from inside a region.
   bool small_m(int64_t m) const;
 
+  // Each product as forward() computes it, bit for bit, but all those on the small-M kernels in
+  // one parallel region over their 64-row blocks, shared out as one set: for independent
+  // products each too small to keep the threads busy (a decode step's experts, whose tail of
+  // whole experts left a thread idle). The others (oneDNN's) run first, one after another.
+  static void forward_group(std::span<const LinearProduct> products);
+
  private:
   struct Impl;
+  // forward()'s stride defaults and checks.
+  void check_strides(int64_t& ldx, int64_t& ldy) const;
   void pack_fp8(const std::vector<LinearSource>& parts, const std::vector<int64_t>& first_row);
   int64_t n_ = 0;
   int64_t k_ = 0;
