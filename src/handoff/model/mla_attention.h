@@ -48,9 +48,9 @@ class MlaAttention {
   // width).
   static constexpr int64_t kTileKeys = 64;
   // A token's keys split into up to kMaxSegments work items of whole tiles, at most
-  // kMaxSegmentKeys each: a decode token of 577 keys is 10 items, so two threads share it
-  // evenly (as 512-key segments, 512 + 65 keys, one thread did most of it), while a prefill
-  // chunk's per-item accumulators stay bounded (kMaxSegments per token up to 4,096 keys).
+  // kMaxSegmentKeys each: a decode token of 577 keys is 5 items (4 of 128 keys, one of 65), so
+  // two threads share it (as 512-key segments, 512 + 65 keys, one thread did most of it), while a
+  // prefill chunk's per-item accumulators stay bounded (kMaxSegments per token up to 4,096 keys).
   static constexpr int64_t kMaxSegments = 8;
   static constexpr int64_t kMaxSegmentKeys = 512;
   // Keys per work item of a token with `keys` keys: a function of the token's own key count,

@@ -107,8 +107,9 @@ class LinearWeight {
 
   // Each product as forward() computes it, bit for bit, but all those on the small-M kernels in
   // one parallel region over their 64-row blocks, shared out as one set: for independent
-  // products each too small to keep the threads busy (a decode step's experts, whose tail of
-  // whole experts left a thread idle). The others (oneDNN's) run first, one after another.
+  // products of which some are too small to share out alone (at decode the indexer's 64-row
+  // key and 8-row head weights beside the attention's q_a / kv_a). The others (oneDNN's) run
+  // first, one after another.
   static void forward_group(std::span<const LinearProduct> products);
 
  private:
