@@ -212,7 +212,6 @@ struct LinearWeight::Impl {
                std::vector<uint16_t>& xb) const;
   // y's columns of 64-row blocks [b0, b1) from staged x, on the calling thread.
   void run_blocks(const Staged& s, float* y, int64_t ldy, int64_t b0, int64_t b1) const;
-  void forward_small(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const;
   void forward_large(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy);
 };
 
@@ -295,16 +294,6 @@ void LinearWeight::Impl::run_blocks(const Staged& s, float* y, int64_t ldy, int6
     kernel = detail::avx2::linear_small_m;
   }
   kernel(pw, s.x, s.m, y, ldy, b0, b1);
-}
-
-void LinearWeight::Impl::forward_small(const float* x, int64_t m, float* y, int64_t ldx,
-                                       int64_t ldy) const {
-  thread_local std::vector<float> xpad;
-  thread_local std::vector<uint16_t> xb;
-  const Staged s = stage(x, m, ldx, xpad, xb);
-  // Contiguous runs of 64-row blocks per thread.
-  tensor::parallel_for(pw.n_blocks, 1,
-                       [&](int64_t b0, int64_t b1) { run_blocks(s, y, ldy, b0, b1); });
 }
 
 void LinearWeight::Impl::forward_large(const float* x, int64_t m, float* y, int64_t ldx,
@@ -550,17 +539,8 @@ void LinearWeight::check_strides(int64_t& ldx, int64_t& ldy) const {
 }
 
 void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int64_t ldy) const {
-  check_strides(ldx, ldy);
-  if (m <= 0) return;
-  if (row_independent_) {
-    for (int64_t i = 0; i < m; ++i) impl_->forward_small(x + i * ldx, 1, y + i * ldy, ldx, ldy);
-    return;
-  }
-  if (small_m(m)) {
-    impl_->forward_small(x, m, y, ldx, ldy);
-  } else {
-    impl_->forward_large(x, m, y, ldx, ldy);
-  }
+  const LinearProduct product{this, x, m, y, ldx, ldy};
+  forward_group({&product, 1});
 }
 
 void LinearWeight::forward_group(std::span<const LinearProduct> products) {

@@ -109,7 +109,7 @@ class LinearWeight {
   // one parallel region over their 64-row blocks, shared out as one set: for independent
   // products of which some are too small to share out alone (at decode the indexer's 64-row
   // key and 8-row head weights beside the attention's q_a / kv_a). The others (oneDNN's) run
-  // first, one after another.
+  // first, one after another. forward() is the group of one.
   static void forward_group(std::span<const LinearProduct> products);
 
  private:
