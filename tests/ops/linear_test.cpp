@@ -300,6 +300,44 @@ TEST(OpsLinear, GroupedProductsEqualSingleForwards) {
   LinearWeight::forward_group({});  // an empty group does nothing
 }
 
+// Any split of a product's 64-row blocks gives forward()'s numbers, for every dtype.
+TEST(OpsLinear, BlockRangesEqualTheWholeForward) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (const DType dtype : {DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+    SCOPED_TRACE(std::string(tensor::dtype_name(dtype)));
+    const int64_t n = 200, k = 256, m = 3;  // 4 blocks, the last one partial
+    Tensor w = Tensor::empty({n, k}, DType::kF32);
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = dist(rng);
+    const LinearWeight lw = dtype == DType::kF8E4M3
+                                ? LinearWeight(tensor::quantize_fp8_blocks(w), dtype)
+                                : LinearWeight(w, dtype);
+    ASSERT_EQ(lw.row_blocks(), 4);
+    std::vector<float> x(static_cast<size_t>(m * k));
+    for (float& v : x) v = dist(rng);
+    std::vector<float> want(static_cast<size_t>(m * n)), got(want.size(), -7.0f);
+    lw.forward(x.data(), m, want.data());
+    lw.forward_blocks(x.data(), m, got.data(), 0, 1);
+    lw.forward_blocks(x.data(), m, got.data(), 1, 1);  // empty
+    lw.forward_blocks(x.data(), m, got.data(), 1, 4);
+    EXPECT_EQ(got, want);
+    EXPECT_THROW(lw.forward_blocks(x.data(), m, got.data(), 3, 5), Error);
+    EXPECT_THROW(lw.forward_blocks(x.data(), m, got.data(), 2, 1), Error);
+  }
+  // Row independence, at a prefill-sized M: each row alone, as forward() computes it.
+  Tensor w = Tensor::empty({100, 48}, DType::kF32);
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = dist(rng);
+  const LinearWeight independent(w, DType::kBF16, /*row_independent=*/true);
+  const int64_t m = 40;
+  std::vector<float> x(static_cast<size_t>(m * 48)), want(static_cast<size_t>(m * 100)),
+      got(want.size(), -7.0f);
+  for (float& v : x) v = dist(rng);
+  independent.forward(x.data(), m, want.data());
+  independent.forward_blocks(x.data(), m, got.data(), 1, 2);
+  independent.forward_blocks(x.data(), m, got.data(), 0, 1);
+  EXPECT_EQ(got, want);
+}
+
 TEST(OpsLinear, RejectsBadInput) {
   const Tensor w3 = Tensor::zeros({2, 3, 4}, DType::kF32);
   EXPECT_THROW(LinearWeight(w3, DType::kF32), Error);

@@ -25,9 +25,13 @@ void Mlp::forward(const float* x, int64_t rows, float* out, float* scratch) cons
   float* gu = scratch;                       // [rows, 2 * inter]
   float* act = scratch + rows * 2 * inter_;  // [rows, inter]
   gate_up_.forward(x, rows, gu);
+  activate(gu, rows, act);
+  down_.forward(act, rows, out);
+}
+
+void Mlp::activate(const float* gu, int64_t rows, float* act) const {
   for (int64_t r = 0; r < rows; ++r)
     ops::silu_mul(gu + r * 2 * inter_, gu + r * 2 * inter_ + inter_, act + r * inter_, inter_);
-  down_.forward(act, rows, out);
 }
 
 }  // namespace handoff::model

@@ -24,6 +24,12 @@ class Mlp {
   size_t weight_bytes() const { return gate_up_.weight_bytes() + down_.weight_bytes(); }
   // out[m] = MLP(x[m]) for m in [0, rows); `scratch` must hold rows * 3 * intermediate floats.
   void forward(const float* x, int64_t rows, float* out, float* scratch) const;
+  // forward()'s parts, for callers that share one MLP's blocks among threads (the decode MoE):
+  // gate_up() writes rows of [gate | up] (2 * intermediate), activate() turns them into the
+  // down projection's input, as forward() does.
+  const ops::LinearWeight& gate_up() const { return gate_up_; }
+  const ops::LinearWeight& down() const { return down_; }
+  void activate(const float* gate_up_rows, int64_t rows, float* act) const;
 
  private:
   int64_t hidden_ = 0, inter_ = 0;

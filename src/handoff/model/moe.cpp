@@ -23,7 +23,8 @@ Moe::Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer, 
       norm_topk_prob_(config.norm_topk_prob),
       routed_scale_(static_cast<float>(config.routed_scaling_factor)),
       range_(experts),
-      scratch_(scratch) {
+      scratch_(scratch),
+      team_(static_cast<size_t>(experts.count) + 1) {
   const std::string p = fmt::format("model.layers.{}.mlp.", layer);
   gate_ = weights.linear_f32(p + "gate.weight", {n_experts_, hidden_});
   const std::string bias_name = p + "gate.e_score_correction_bias";
@@ -153,14 +154,25 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
     experts_[static_cast<size_t>(active[a])].forward(xin + off * hidden_, m, yout + off * hidden_,
                                                      tmp + off * 3 * inter);
   };
-  if (small) {
+  if (small && rows <= kCooperativeRowsMax) {
     // Decode: each expert is a few MiB of weights read for a few rows, so a parallel region
     // per product (two per expert) cost more in fork/join and tail imbalance than the split
-    // gained. One region instead, each expert on one thread, each weight still read exactly
-    // once. The shared expert is item 0 rather than two regions of its own before this one:
-    // with many rows it is bound by arithmetic while the routed experts, a row or two each, are
-    // bound by memory reads, so the two may overlap (on a 2-core Zen 3 neither faster nor
-    // slower, docs/performance.md).
+    // gained. One region instead, each thread streaming whole experts of its share and then
+    // helping with the others' last ones block by block (CooperativeMlps); each weight is still
+    // read exactly once. The shared expert is in it rather than two regions of its own before.
+    if (!has_shared_) std::memset(out, 0, static_cast<size_t>(rows * hidden_) * sizeof(float));
+    team_.clear();
+    if (has_shared_) team_.add(shared_, x, rows, out, shared_tmp);
+    for (size_t a = 0; a < active.size(); ++a) {
+      const auto m = static_cast<int64_t>(assigned_[static_cast<size_t>(active[a])].size());
+      const int64_t off = offsets[a];
+      team_.add(experts_[static_cast<size_t>(active[a])], xin + off * hidden_, m,
+                yout + off * hidden_, tmp + off * 3 * inter);
+    }
+    team_.run();
+  } else if (small) {
+    // Prefill on the small-M kernels (bound by arithmetic): whole experts, each on one thread,
+    // the shared expert first.
     tensor::parallel_for(1 + static_cast<int64_t>(active.size()), 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         if (i == 0)

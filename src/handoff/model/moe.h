@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "handoff/model/config.h"
+#include "handoff/model/cooperative_mlps.h"
 #include "handoff/model/mlp.h"
 #include "handoff/model/scratch.h"
 #include "handoff/model/weight_loader.h"
@@ -53,6 +54,10 @@ class Moe {
   bool has_shared_ = false;
   std::vector<std::vector<std::pair<int32_t, float>>> assigned_;  // per local expert
   Scratch& scratch_;
+  // Decode-sized steps (every expert's rows within this) share their MLPs out block by block;
+  // larger ones run whole experts per thread.
+  static constexpr int64_t kCooperativeRowsMax = 16;
+  CooperativeMlps team_;  // the decode step's MLPs
 };
 
 }  // namespace handoff::model

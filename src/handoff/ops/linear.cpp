@@ -543,6 +543,33 @@ void LinearWeight::forward(const float* x, int64_t m, float* y, int64_t ldx, int
   forward_group({&product, 1});
 }
 
+int64_t LinearWeight::row_blocks() const { return impl_ ? impl_->pw.n_blocks : 0; }
+
+void LinearWeight::forward_blocks(const float* x, int64_t m, float* y, int64_t b0,
+                                  int64_t b1) const {
+  int64_t ldx = -1, ldy = -1;
+  check_strides(ldx, ldy);
+  if (!small_m(m)) fail("LinearWeight::forward_blocks: M = {} is not on the small-M kernels", m);
+  if (b0 < 0 || b1 > impl_->pw.n_blocks || b0 > b1)
+    fail("LinearWeight::forward_blocks: blocks [{}, {}) of {}", b0, b1, impl_->pw.n_blocks);
+  thread_local std::vector<float> xpad;
+  thread_local std::vector<uint16_t> xb;
+  // Row independence: each row alone through the M = 1 kernel, as forward() runs it.
+  const int64_t rows_at_once = row_independent_ ? 1 : m;
+  const Impl& im = *impl_;
+  for (int64_t i = 0; i < m; i += rows_at_once) {
+    const float* xi = x + i * ldx;
+    // Threads sharing a product's blocks each stage x per call, so x that needs no staging
+    // (dense, no padding, no rounding, no bf16 tiles) is taken as it is.
+    const bool as_is = im.pw.k_pad == k_ && im.pw.k_lead == 0 &&
+                       !(im.round_x && rows_at_once > kSmallMMax) &&
+                       !(rows_at_once >= detail::amx::kMinRows && kernel_isa() >= Isa::kAmx);
+    im.run_blocks(as_is ? Impl::Staged{xi, nullptr, 0, rows_at_once}
+                        : im.stage(xi, rows_at_once, ldx, xpad, xb),
+                  y + i * ldy, ldy, b0, b1);
+  }
+}
+
 void LinearWeight::forward_group(std::span<const LinearProduct> products) {
   struct Item {
     const Impl* impl;

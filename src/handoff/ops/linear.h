@@ -105,6 +105,13 @@ class LinearWeight {
   // for and so must not be called from inside a region.
   bool small_m(int64_t m) const;
 
+  // forward() as 64-row blocks, for callers that share one product's blocks among threads
+  // themselves (the decode MoE): forward_blocks computes y's columns of blocks [b0, b1) on the
+  // calling thread, bit for bit those of forward(). Needs small_m(m); x rows are K floats
+  // apart, y rows N.
+  int64_t row_blocks() const;
+  void forward_blocks(const float* x, int64_t m, float* y, int64_t b0, int64_t b1) const;
+
   // Each product as forward() computes it, bit for bit, but all those on the small-M kernels in
   // one parallel region over their 64-row blocks, shared out as one set: for independent
   // products of which some are too small to share out alone (at decode the indexer's 64-row
