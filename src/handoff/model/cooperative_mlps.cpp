@@ -1,7 +1,5 @@
 #include "handoff/model/cooperative_mlps.h"
 
-#include <sched.h>
-
 #include <algorithm>
 
 #include "handoff/error.h"
@@ -11,20 +9,8 @@ namespace handoff::model {
 namespace {
 
 // Blocks claimed at once: two 64-row blocks of a routed expert's gate_up are 256 KiB at bf16,
-// long enough that x's staging per claim is noise, short enough to even out the end.
+// long enough that a claim's call overhead is noise, short enough to even out the end.
 constexpr int64_t kClaimBlocks = 2;
-
-// As the pool's waits: spin, then give the core away (the thread waited on may be off-core).
-constexpr int kSpinIterations = 20000;
-inline void relax(int i) {
-#if defined(__x86_64__)
-  if (i < kSpinIterations) {
-    __builtin_ia32_pause();
-    return;
-  }
-#endif
-  sched_yield();
-}
 
 }  // namespace
 
@@ -108,7 +94,7 @@ void CooperativeMlps::compute(Job& job, int64_t b0, int64_t b1) {
   }
   if (b1 > g) {
     // Only gate_up blocks claimed by a running thread are outstanding, so this wait is short.
-    for (int i = 0; !job.act_ready.load(std::memory_order_acquire); ++i) relax(i);
+    tensor::wait_until([&] { return job.act_ready.load(std::memory_order_acquire); });
     job.mlp->down().forward_blocks(job.act, job.rows, job.y, std::max(b0, g) - g, b1 - g);
   }
 }

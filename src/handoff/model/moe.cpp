@@ -154,7 +154,7 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
     experts_[static_cast<size_t>(active[a])].forward(xin + off * hidden_, m, yout + off * hidden_,
                                                      tmp + off * 3 * inter);
   };
-  if (small && rows <= kCooperativeRowsMax) {
+  if (small && rows <= ops::kDecodeRowsMax) {
     // Decode: each expert is a few MiB of weights read for a few rows, so a parallel region
     // per product (two per expert) cost more in fork/join and tail imbalance than the split
     // gained. One region instead, each thread streaming whole experts of its share and then

@@ -54,9 +54,8 @@ class Moe {
   bool has_shared_ = false;
   std::vector<std::vector<std::pair<int32_t, float>>> assigned_;  // per local expert
   Scratch& scratch_;
-  // Decode-sized steps (every expert's rows within this) share their MLPs out block by block;
-  // larger ones run whole experts per thread.
-  static constexpr int64_t kCooperativeRowsMax = 16;
+  // Decode-sized steps (ops::kDecodeRowsMax rows) share their MLPs out block by block; larger
+  // ones run whole experts per thread.
   CooperativeMlps team_;  // the decode step's MLPs
 };
 

@@ -26,11 +26,7 @@ using detail::kKAlign;
 using detail::kRowBlock;
 using tensor::DType;
 
-// Up to this many rows of x the hand-written kernels run: they read each weight byte once from
-// memory with software prefetch and keep activations in f32. Measured on Zen 4 (1 thread,
-// 8192², weights streamed from DRAM) they match or beat oneDNN f32 up to M≈8-16 (oneDNN's bf16
-// GEMM was faster from M≈4 in cache, but only on bf16 activations).
-constexpr int64_t kSmallMMax = 16;
+constexpr int64_t kSmallMMax = kDecodeRowsMax;
 // Distinct M kept as ready oneDNN primitives before the cache is reset.
 constexpr size_t kMaxCachedPrimitives = 64;
 
@@ -248,11 +244,15 @@ LinearWeight::Impl::Staged LinearWeight::Impl::stage(const float* x, int64_t m, 
                                                      std::vector<float>& xpad,
                                                      std::vector<uint16_t>& xb) const {
   // The kernels want x dense and zero-padded to k_pad (rounded to bf16 when asked); copying
-  // M·K floats is negligible next to streaming N·K weights.
+  // M·K floats is negligible next to streaming N·K weights, but threads that share one
+  // product's blocks (forward_blocks) stage per call, so x that is already so is taken as is.
   // FP8: the columns start k_lead zeros in (the quantisation grid's origin).
   const bool round = round_x && m > kSmallMMax;
   const bool fp8 = pw.dtype == DType::kF8E4M3;
   const int64_t kp = pw.k_pad, lead = pw.k_lead;
+  const bool tiles = m >= detail::amx::kMinRows && kernel_isa() >= Isa::kAmx &&
+                     (pw.dtype == DType::kBF16 || (fp8 && pw.k_block % 32 == 0));
+  if (kp == k && lead == 0 && !round && !tiles && (m == 1 || ldx == kp)) return {x, nullptr, 0, m};
   xpad.resize(static_cast<size_t>(m * kp));
   for (int64_t i = 0; i < m; ++i) {
     float* row = xpad.data() + i * kp;
@@ -267,8 +267,7 @@ LinearWeight::Impl::Staged LinearWeight::Impl::stage(const float* x, int64_t m, 
   }
   Staged s{xpad.data(), nullptr, 0, m};
   // Beyond 4 rows on AMX: the tiles, x converted to bf16 once (hi + lo halves unless rounded).
-  if (m >= detail::amx::kMinRows && kernel_isa() >= Isa::kAmx &&
-      (pw.dtype == DType::kBF16 || (fp8 && pw.k_block % 32 == 0))) {
+  if (tiles) {
     s.parts = round ? 1 : 2;
     xb.resize(static_cast<size_t>(s.parts * detail::amx::padded_rows(m) * kp));
     detail::amx::split_bf16(xpad.data(), m, kp, s.parts, xb.data());
@@ -556,18 +555,9 @@ void LinearWeight::forward_blocks(const float* x, int64_t m, float* y, int64_t b
   thread_local std::vector<uint16_t> xb;
   // Row independence: each row alone through the M = 1 kernel, as forward() runs it.
   const int64_t rows_at_once = row_independent_ ? 1 : m;
-  const Impl& im = *impl_;
-  for (int64_t i = 0; i < m; i += rows_at_once) {
-    const float* xi = x + i * ldx;
-    // Threads sharing a product's blocks each stage x per call, so x that needs no staging
-    // (dense, no padding, no rounding, no bf16 tiles) is taken as it is.
-    const bool as_is = im.pw.k_pad == k_ && im.pw.k_lead == 0 &&
-                       !(im.round_x && rows_at_once > kSmallMMax) &&
-                       !(rows_at_once >= detail::amx::kMinRows && kernel_isa() >= Isa::kAmx);
-    im.run_blocks(as_is ? Impl::Staged{xi, nullptr, 0, rows_at_once}
-                        : im.stage(xi, rows_at_once, ldx, xpad, xb),
-                  y + i * ldy, ldy, b0, b1);
-  }
+  for (int64_t i = 0; i < m; i += rows_at_once)
+    impl_->run_blocks(impl_->stage(x + i * ldx, rows_at_once, ldx, xpad, xb), y + i * ldy, ldy, b0,
+                      b1);
 }
 
 void LinearWeight::forward_group(std::span<const LinearProduct> products) {

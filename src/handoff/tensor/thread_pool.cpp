@@ -61,8 +61,7 @@ class WorkerPool {
     // An odd generation closes the previous job: a worker still inside it (it found no chunk
     // left) leaves before the fields below are rewritten; newcomers back off.
     generation_.fetch_add(1);
-    for (int i = 0; inside_.load() != 0; ++i)
-      i < kSpinIterations ? cpu_relax() : static_cast<void>(sched_yield());
+    wait_until([&] { return inside_.load() == 0; });
     body_ = &body;
     n_ = n;
     chunks_ = chunks;
@@ -79,8 +78,7 @@ class WorkerPool {
       wake_.notify_all();
     }
     work(0);
-    for (int i = 0; done_.load(std::memory_order_acquire) != chunks; ++i)
-      i < kSpinIterations ? cpu_relax() : static_cast<void>(sched_yield());
+    wait_until([&] { return done_.load(std::memory_order_acquire) == chunks; });
     if (failure_) std::rethrow_exception(failure_);
   }
 
@@ -148,7 +146,7 @@ class WorkerPool {
       const uint64_t g = generation_.load();
       if (published(g) || stopping_.load()) return g;
       if (parked_.load(std::memory_order_relaxed)) break;
-      i < kSpinIterations ? cpu_relax() : static_cast<void>(sched_yield());
+      relax_wait(i);
     }
     std::unique_lock lock(sleep_mutex_);
     sleepers_.fetch_add(1);
@@ -206,6 +204,8 @@ void set_num_threads(int n) {
   omp_set_num_threads(t_num_threads);              // oneDNN's team
   if (t_num_threads > 1) pool_for(t_num_threads);  // threads made now, not in a step
 }
+
+void relax_wait(int i) { i < kSpinIterations ? cpu_relax() : static_cast<void>(sched_yield()); }
 
 void park_workers() {
   if (t_pool) t_pool->park();

@@ -36,6 +36,14 @@ class RangeBody {
   void (*call_)(const void*, int64_t, int64_t);
 };
 
+// The i-th round of a wait: a pause while spinning is cheap, then yielding the core (the thread
+// waited on may have been descheduled). relax_wait(0), relax_wait(1), ... as in wait_until.
+void relax_wait(int i);
+template <typename Done>
+void wait_until(const Done& done) {
+  for (int i = 0; !done(); ++i) relax_wait(i);
+}
+
 // Calls body(begin, end) on disjoint chunks covering [0, n), possibly several per thread, in
 // any order; chunks are about `grain` long at least. Inside a chunk, parallel_for runs inline.
 // An exception from a chunk is rethrown here once every chunk has finished.
