@@ -64,22 +64,53 @@ TEST(CooperativeMlps, EqualMlpsRunOneAfterAnotherBitForBit) {
       mlps[i].forward(xs[i].data(), rows, want[i].data(), scratch[i].data());
     }
     CooperativeMlps team(mlps.size());
-    for (const int threads : {1, 2, 3}) {
-      for (int step = 0; step < 3; ++step) {  // the jobs are reused step after step
-        std::thread([&] {
-          tensor::set_num_threads(threads);
-          team.clear();
-          for (size_t i = 0; i < mlps.size(); ++i) {
-            std::fill(got[i].begin(), got[i].end(), -7.0f);
-            const auto rows = static_cast<int64_t>(xs[i].size()) / c.hidden_size;
-            team.add(mlps[i], xs[i].data(), rows, got[i].data(), scratch[i].data());
-          }
-          team.run();
-        }).join();
-        for (size_t i = 0; i < mlps.size(); ++i)
-          EXPECT_EQ(got[i], want[i]) << "MLP " << i << ", " << threads << " threads";
+    auto add = [&](size_t i) {
+      std::fill(got[i].begin(), got[i].end(), -7.0f);
+      const auto rows = static_cast<int64_t>(xs[i].size()) / c.hidden_size;
+      team.add(mlps[i], xs[i].data(), rows, got[i].data(), scratch[i].data());
+    };
+    // Late: the shared expert added before the region, the routed ones by add_more inside it
+    // (as the decode MoE does once its router has run).
+    for (const bool late : {false, true}) {
+      for (const int threads : {1, 2, 3}) {
+        for (int step = 0; step < 3; ++step) {  // the jobs are reused step after step
+          std::thread([&] {
+            tensor::set_num_threads(threads);
+            team.clear();
+            if (late) {
+              add(0);
+              team.run([&] {
+                for (size_t i = 1; i < mlps.size(); ++i) add(i);
+              });
+            } else {
+              for (size_t i = 0; i < mlps.size(); ++i) add(i);
+              team.run();
+            }
+          }).join();
+          for (size_t i = 0; i < mlps.size(); ++i)
+            EXPECT_EQ(got[i], want[i])
+                << "MLP " << i << ", " << threads << " threads" << (late ? ", late" : "");
+        }
       }
     }
+    // add_more failing mid-way: the error reaches the caller, nobody waits for the MLPs it
+    // never shared out, and the next step runs as usual.
+    std::thread([&] {
+      tensor::set_num_threads(2);
+      team.clear();
+      add(0);
+      EXPECT_THROW(team.run([&] {
+        add(1);
+        fail("router failed");
+      }),
+                   Error);
+      EXPECT_EQ(got[0], want[0]);  // the early MLP was finished
+      team.clear();
+      add(0);
+      team.run([&] { add(2); });
+    }).join();
+    EXPECT_EQ(got[0], want[0]);
+    EXPECT_EQ(got[2], want[2]);
     team.clear();
     team.run();  // nothing added: nothing to do
     for (size_t i = 0; i < mlps.size(); ++i)

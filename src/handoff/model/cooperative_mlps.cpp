@@ -14,7 +14,7 @@ constexpr int64_t kClaimBlocks = 2;
 
 }  // namespace
 
-CooperativeMlps::CooperativeMlps(size_t capacity) : jobs_(capacity) {}
+CooperativeMlps::CooperativeMlps(size_t capacity) : jobs_(capacity) { order_.reserve(capacity); }
 
 void CooperativeMlps::add(const Mlp& mlp, const float* x, int64_t rows, float* y, float* scratch) {
   if (count_ == jobs_.size()) fail("CooperativeMlps: more than {} MLPs in a step", jobs_.size());
@@ -35,35 +35,73 @@ void CooperativeMlps::add(const Mlp& mlp, const float* x, int64_t rows, float* y
   j.act_ready.store(false, std::memory_order_relaxed);
 }
 
-void CooperativeMlps::run() {
-  if (count_ == 0) return;
-  const auto slots = static_cast<int64_t>(std::min<size_t>(tensor::num_threads(), count_));
+void CooperativeMlps::run_after(const void* add_more, void (*call)(const void*)) {
+  if (add_more == nullptr) {
+    if (count_ == 0) return;
+    order_.clear();
+    for (size_t i = 0; i < count_; ++i) order_.push_back(i);
+    const auto slots = static_cast<int64_t>(std::min<size_t>(tensor::num_threads(), count_));
+    share_out(slots);
+    tensor::parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
+      for (int64_t s = s0; s < s1; ++s) run_slot(s, slots);
+    });
+    return;
+  }
+  const size_t early = count_;
+  const int64_t slots = tensor::num_threads();
+  // Until slot 0 shares out, every share is empty: if add_more throws, the others only finish
+  // the early MLPs and leave.
+  order_.clear();
+  first_job_.assign(static_cast<size_t>(slots) + 1, 0);
+  shared_out_.store(false, std::memory_order_relaxed);
+  // Slot 0 is the calling thread's own chunk of the region (or taken by a thread that finished
+  // its own), never queued behind a slot that waits for it.
+  tensor::parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) {
+      if (s == 0) {
+        struct Publish {
+          std::atomic<bool>& done;
+          ~Publish() { done.store(true, std::memory_order_release); }
+        } publish{shared_out_};
+        call(add_more);
+        // The early MLPs go last, into the last slot's share: its thread has started on them.
+        for (size_t i = early; i < count_; ++i) order_.push_back(i);
+        for (size_t i = 0; i < early; ++i) order_.push_back(i);
+        share_out(slots);
+      } else {
+        for (size_t i = 0; i < early; ++i) drain(jobs_[i]);
+        tensor::wait_until([&] { return shared_out_.load(std::memory_order_acquire); });
+      }
+      run_slot(s, slots);
+    }
+  });
+}
+
+void CooperativeMlps::share_out(int64_t slots) {
   // Slot s takes the MLPs whose byte midpoints fall in its s-th of the total: contiguous
   // shares of about equal bytes.
   size_t total = 0;
-  for (size_t i = 0; i < count_; ++i) total += jobs_[i].bytes;
-  first_job_.assign(static_cast<size_t>(slots) + 1, count_);
+  for (size_t i : order_) total += jobs_[i].bytes;
+  first_job_.assign(static_cast<size_t>(slots) + 1, order_.size());
   size_t before = 0, next_slot = 0;
-  for (size_t i = 0; i < count_; ++i) {
-    const double mid = static_cast<double>(before) + 0.5 * static_cast<double>(jobs_[i].bytes);
+  for (size_t place = 0; place < order_.size(); ++place) {
+    const size_t bytes = jobs_[order_[place]].bytes;
+    const double mid = static_cast<double>(before) + 0.5 * static_cast<double>(bytes);
     const auto slot =
         std::min(static_cast<size_t>(slots) - 1,
                  static_cast<size_t>(mid * static_cast<double>(slots) /
                                      static_cast<double>(std::max<size_t>(total, 1))));
-    for (; next_slot <= slot; ++next_slot) first_job_[next_slot] = i;
-    before += jobs_[i].bytes;
+    for (; next_slot <= slot; ++next_slot) first_job_[next_slot] = place;
+    before += bytes;
   }
-  tensor::parallel_for(slots, 1, [&](int64_t s0, int64_t s1) {
-    for (int64_t s = s0; s < s1; ++s) run_slot(s, slots);
-  });
 }
 
 void CooperativeMlps::run_slot(int64_t slot, int64_t slots) {
   const auto s = static_cast<size_t>(slot);
-  for (size_t i = first_job_[s]; i < first_job_[s + 1]; ++i) drain(jobs_[i]);
+  for (size_t p = first_job_[s]; p < first_job_[s + 1]; ++p) drain(jobs_[order_[p]]);
   for (int64_t k = 1; k < slots; ++k) {
     const auto other = static_cast<size_t>((slot + k) % slots);
-    for (size_t i = first_job_[other + 1]; i-- > first_job_[other];) drain(jobs_[i]);
+    for (size_t p = first_job_[other + 1]; p-- > first_job_[other];) drain(jobs_[order_[p]]);
   }
 }
 

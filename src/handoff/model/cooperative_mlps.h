@@ -27,7 +27,14 @@ class CooperativeMlps {
   // Mlp::forward. Needs mlp.small_m(rows).
   void add(const Mlp& mlp, const float* x, int64_t rows, float* y, float* scratch);
   // Runs every added MLP, on the calling thread's pool.
-  void run();
+  void run() { run_after(nullptr, nullptr); }
+  // As run(), but add_more() runs first, on one thread of the region, and adds the rest of the
+  // step's MLPs (the routed experts, once the router has picked them); meanwhile the other
+  // threads start on the MLPs added before (the shared expert, which needs no routing).
+  template <typename AddMore>
+  void run(const AddMore& add_more) {
+    run_after(&add_more, [](const void* f) { (*static_cast<const AddMore*>(f))(); });
+  }
 
  private:
   struct alignas(64) Job {
@@ -46,12 +53,17 @@ class CooperativeMlps {
   // Claims and computes blocks of `job` until none are left.
   static void drain(Job& job);
   static void compute(Job& job, int64_t b0, int64_t b1);
+  void run_after(const void* add_more, void (*call)(const void*));
+  // Splits order_ into `slots` contiguous shares of about equal weight bytes (first_job_).
+  void share_out(int64_t slots);
   // Thread slot `slot` of `slots`: its own share, then the others' from their last MLP back.
   void run_slot(int64_t slot, int64_t slots);
 
   std::vector<Job> jobs_;
   size_t count_ = 0;
-  std::vector<size_t> first_job_;  // per slot, then count_
+  std::vector<size_t> order_;            // jobs_ indices in share order
+  std::vector<size_t> first_job_;        // per slot, its share's first place in order_; then count_
+  std::atomic<bool> shared_out_{false};  // add_more's MLPs added and first_job_ written
 };
 
 }  // namespace handoff::model

@@ -146,9 +146,8 @@ void DecoderLayer::forward_full(Activations& io, const StepMeta& meta, cache::Pa
       break;
     }
     case MoeMode::kReplicated:
-      moe_->route(normed, n, routing_);
+      moe_->route_and_forward(normed, n, routing_, io.hidden);
       record_experts(routing_, n, trace);
-      moe_->forward(normed, n, routing_, io.hidden);
       if (tp > 1) tp_.comm->all_reduce(comm::Group::kTp, io.hidden, n * d);
       break;
     case MoeMode::kChunked: {

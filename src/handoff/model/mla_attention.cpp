@@ -80,6 +80,9 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
       weights.f32_slice(p + "kv_b_proj.weight", {kv_b_rows, kv_rank_}, 0, heads.begin * head_rows,
                         (heads.begin + heads_) * head_rows);
   const Tensor kv_b_c = kv_b.is_contiguous() ? kv_b : kv_b.contiguous();
+  // All heads' W_UK, then all W_UV: packed weights are carved one after another, so each set
+  // is one stretch of memory and a thread's heads stream as one run (the prefetchers carry on
+  // from head to head instead of starting again every 32 KiB).
   for (int64_t h = 0; h < heads_; ++h) {
     const float* base = kv_b_c.data<float>() + h * head_rows * kv_rank_;
     Tensor uk_t = Tensor::empty({kv_rank_, nope_}, DType::kF32);
@@ -87,6 +90,9 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
       for (int64_t r = 0; r < kv_rank_; ++r)
         uk_t.data<float>()[r * nope_ + n] = base[n * kv_rank_ + r];
     w_uk_t_.push_back(weights.make_linear(uk_t));
+  }
+  for (int64_t h = 0; h < heads_; ++h) {
+    const float* base = kv_b_c.data<float>() + h * head_rows * kv_rank_;
     Tensor uv = Tensor::empty({v_dim_, kv_rank_}, DType::kF32);
     std::memcpy(uv.data<float>(), base + nope_ * kv_rank_,
                 static_cast<size_t>(v_dim_ * kv_rank_) * sizeof(float));

@@ -99,7 +99,13 @@ void Moe::route(const float* x, int64_t rows, Routing& routing) {
   }
 }
 
-void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* out) {
+bool Moe::decode_sized(int64_t rows) const {
+  // Experts get at most `rows` rows each, and small_m holds for fewer rows if it holds for more.
+  return rows <= ops::kDecodeRowsMax && (!has_shared_ || shared_.small_m(rows)) &&
+         (experts_.empty() || experts_.front().small_m(rows));
+}
+
+int64_t Moe::group_rows(const float* x, int64_t rows, const Routing& routing) {
   for (auto& a : assigned_) a.clear();
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t k = 0; k < top_k_; ++k) {
@@ -108,36 +114,102 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
         assigned_[static_cast<size_t>(e)].emplace_back(
             static_cast<int32_t>(r), routing.weights[static_cast<size_t>(r * top_k_ + k)]);
     }
-  // The experts with rows this step, ascending, and where each one's rows start in the
-  // stacked buffers (one row per (row, expert) pair).
-  // Per calling thread, reused across steps; bound to references because the parallel
-  // region's workers must see this thread's vectors, not their own thread_local copies.
-  thread_local std::vector<int32_t> active_tl;
-  thread_local std::vector<int64_t> offsets_tl;
-  std::vector<int32_t>& active = active_tl;    // local experts with rows, ascending
-  std::vector<int64_t>& offsets = offsets_tl;  // per active expert: its first stacked row
-  active.clear();
-  offsets.clear();
+  active_.clear();
+  offsets_.clear();
   int64_t total = 0;
-  bool small = !has_shared_ || shared_.small_m(rows);
   for (int64_t e = 0; e < range_.count; ++e) {
     const auto m = static_cast<int64_t>(assigned_[static_cast<size_t>(e)].size());
     if (m == 0) continue;
-    active.push_back(static_cast<int32_t>(e));
-    offsets.push_back(total);
+    active_.push_back(static_cast<int32_t>(e));
+    offsets_.push_back(total);
     total += m;
-    small = small && experts_[static_cast<size_t>(e)].small_m(m);
+  }
+  float* xin = scratch_.get(4, static_cast<size_t>(total * hidden_));
+  for (size_t a = 0; a < active_.size(); ++a) {
+    const auto& rows_of = assigned_[static_cast<size_t>(active_[a])];
+    for (size_t i = 0; i < rows_of.size(); ++i)
+      std::memcpy(xin + (offsets_[a] + static_cast<int64_t>(i)) * hidden_,
+                  x + rows_of[i].first * hidden_, static_cast<size_t>(hidden_) * sizeof(float));
+  }
+  return total;
+}
+
+void Moe::add_routed_to_team(int64_t total) {
+  const int64_t inter = experts_.empty() ? 0 : experts_.front().intermediate();
+  float* xin = scratch_.get(4, static_cast<size_t>(total * hidden_));
+  float* yout = scratch_.get(5, static_cast<size_t>(total * hidden_));
+  float* tmp = scratch_.get(6, static_cast<size_t>(total * 3 * inter));
+  for (size_t a = 0; a < active_.size(); ++a) {
+    const auto m = static_cast<int64_t>(assigned_[static_cast<size_t>(active_[a])].size());
+    const int64_t off = offsets_[a];
+    team_.add(experts_[static_cast<size_t>(active_[a])], xin + off * hidden_, m,
+              yout + off * hidden_, tmp + off * 3 * inter);
+  }
+}
+
+void Moe::start_team(const float* x, int64_t rows, float* out) {
+  team_.clear();
+  if (has_shared_) {
+    team_.add(shared_, x, rows, out,
+              scratch_.get(3, static_cast<size_t>(rows * 3 * shared_.intermediate())));
+  } else {
+    std::memset(out, 0, static_cast<size_t>(rows * hidden_) * sizeof(float));
+  }
+}
+
+void Moe::add_weighted_outputs(float* out) {
+  // Weighted sum in ascending expert order, as a per-expert loop would add them.
+  const float* yout = scratch_.get(5, 0);
+  for (size_t a = 0; a < active_.size(); ++a) {
+    const auto& rows_of = assigned_[static_cast<size_t>(active_[a])];
+    for (size_t i = 0; i < rows_of.size(); ++i) {
+      const auto [row, weight] = rows_of[i];
+      ops::axpy(weight, yout + (offsets_[a] + static_cast<int64_t>(i)) * hidden_,
+                out + row * hidden_, hidden_);
+    }
+  }
+}
+
+void Moe::route_and_forward(const float* x, int64_t rows, Routing& routing, float* out) {
+  if (!decode_sized(rows)) {
+    route(x, rows, routing);
+    forward(x, rows, routing, out);
+    return;
+  }
+  // The router (a 256 KiB f32 product on one thread, then the top-k) was the serial gap before
+  // the experts' region; inside it, the other threads stream the shared expert meanwhile.
+  // The scratch the region's threads use is sized before they start.
+  const int64_t inter = experts_.empty() ? 0 : experts_.front().intermediate();
+  const int64_t most = rows * top_k_;
+  scratch_.get(4, static_cast<size_t>(most * hidden_));
+  scratch_.get(5, static_cast<size_t>(most * hidden_));
+  scratch_.get(6, static_cast<size_t>(most * 3 * inter));
+  start_team(x, rows, out);
+  team_.run([&] {
+    route(x, rows, routing);
+    add_routed_to_team(group_rows(x, rows, routing));
+  });
+  add_weighted_outputs(out);
+}
+
+void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* out) {
+  const int64_t total = group_rows(x, rows, routing);
+  if (decode_sized(rows)) {
+    // Decode: each expert is a few MiB of weights read for a few rows, so a parallel region
+    // per product (two per expert) cost more in fork/join and tail imbalance than the split
+    // gained. One region instead, each thread streaming whole experts of its share and then
+    // helping with the others' last ones block by block (CooperativeMlps); each weight is still
+    // read exactly once. The shared expert is in it rather than two regions of its own before.
+    start_team(x, rows, out);
+    add_routed_to_team(total);
+    team_.run();
+    add_weighted_outputs(out);
+    return;
   }
   const int64_t inter = experts_.empty() ? 0 : experts_.front().intermediate();
   float* xin = scratch_.get(4, static_cast<size_t>(total * hidden_));
   float* yout = scratch_.get(5, static_cast<size_t>(total * hidden_));
   float* tmp = scratch_.get(6, static_cast<size_t>(total * 3 * inter));
-  for (size_t a = 0; a < active.size(); ++a) {
-    const auto& rows_of = assigned_[static_cast<size_t>(active[a])];
-    for (size_t i = 0; i < rows_of.size(); ++i)
-      std::memcpy(xin + (offsets[a] + static_cast<int64_t>(i)) * hidden_,
-                  x + rows_of[i].first * hidden_, static_cast<size_t>(hidden_) * sizeof(float));
-  }
   float* shared_tmp = has_shared_
                           ? scratch_.get(3, static_cast<size_t>(rows * 3 * shared_.intermediate()))
                           : nullptr;
@@ -149,31 +221,20 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
     }
   };
   auto run_expert = [&](size_t a) {
-    const auto m = static_cast<int64_t>(assigned_[static_cast<size_t>(active[a])].size());
-    const int64_t off = offsets[a];
-    experts_[static_cast<size_t>(active[a])].forward(xin + off * hidden_, m, yout + off * hidden_,
-                                                     tmp + off * 3 * inter);
+    const auto m = static_cast<int64_t>(assigned_[static_cast<size_t>(active_[a])].size());
+    const int64_t off = offsets_[a];
+    experts_[static_cast<size_t>(active_[a])].forward(xin + off * hidden_, m, yout + off * hidden_,
+                                                      tmp + off * 3 * inter);
   };
-  if (small && rows <= ops::kDecodeRowsMax) {
-    // Decode: each expert is a few MiB of weights read for a few rows, so a parallel region
-    // per product (two per expert) cost more in fork/join and tail imbalance than the split
-    // gained. One region instead, each thread streaming whole experts of its share and then
-    // helping with the others' last ones block by block (CooperativeMlps); each weight is still
-    // read exactly once. The shared expert is in it rather than two regions of its own before.
-    if (!has_shared_) std::memset(out, 0, static_cast<size_t>(rows * hidden_) * sizeof(float));
-    team_.clear();
-    if (has_shared_) team_.add(shared_, x, rows, out, shared_tmp);
-    for (size_t a = 0; a < active.size(); ++a) {
-      const auto m = static_cast<int64_t>(assigned_[static_cast<size_t>(active[a])].size());
-      const int64_t off = offsets[a];
-      team_.add(experts_[static_cast<size_t>(active[a])], xin + off * hidden_, m,
-                yout + off * hidden_, tmp + off * 3 * inter);
-    }
-    team_.run();
-  } else if (small) {
+  bool small = !has_shared_ || shared_.small_m(rows);
+  for (const int32_t e : active_) {
+    const auto m = static_cast<int64_t>(assigned_[static_cast<size_t>(e)].size());
+    small = small && experts_[static_cast<size_t>(e)].small_m(m);
+  }
+  if (small) {
     // Prefill on the small-M kernels (bound by arithmetic): whole experts, each on one thread,
     // the shared expert first.
-    tensor::parallel_for(1 + static_cast<int64_t>(active.size()), 1, [&](int64_t i0, int64_t i1) {
+    tensor::parallel_for(1 + static_cast<int64_t>(active_.size()), 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         if (i == 0)
           run_shared();
@@ -183,17 +244,9 @@ void Moe::forward(const float* x, int64_t rows, const Routing& routing, float* o
     });
   } else {
     run_shared();
-    for (size_t a = 0; a < active.size(); ++a) run_expert(a);
+    for (size_t a = 0; a < active_.size(); ++a) run_expert(a);
   }
-  // Weighted sum in ascending expert order, as a per-expert loop would add them.
-  for (size_t a = 0; a < active.size(); ++a) {
-    const auto& rows_of = assigned_[static_cast<size_t>(active[a])];
-    for (size_t i = 0; i < rows_of.size(); ++i) {
-      const auto [row, weight] = rows_of[i];
-      ops::axpy(weight, yout + (offsets[a] + static_cast<int64_t>(i)) * hidden_,
-                out + row * hidden_, hidden_);
-    }
-  }
+  add_weighted_outputs(out);
 }
 
 }  // namespace handoff::model

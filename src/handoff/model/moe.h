@@ -41,6 +41,9 @@ class Moe {
   // out[rows, D] = Σ routed experts held here + this rank's slice of the shared experts: the
   // full output when one rank holds everything, else a partial sum the caller reduces.
   void forward(const float* x, int64_t rows, const Routing& routing, float* out);
+  // route() then forward(). At decode the router runs inside the experts' parallel region, on
+  // one thread, while the others start on the shared expert.
+  void route_and_forward(const float* x, int64_t rows, Routing& routing, float* out);
 
  private:
   int64_t hidden_, n_experts_, top_k_, n_group_, topk_group_;
@@ -52,7 +55,20 @@ class Moe {
   std::vector<Mlp> experts_;
   Mlp shared_;
   bool has_shared_ = false;
+  // Whether a step of `rows` rows runs its MLPs as one CooperativeMlps region.
+  bool decode_sized(int64_t rows) const;
+  // Groups the rows by expert (assigned_, active_, offsets_) and copies each expert's input
+  // rows into scratch 4; returns the number of (row, expert) pairs.
+  int64_t group_rows(const float* x, int64_t rows, const Routing& routing);
+  // team_ := the shared expert (or out zeroed when there is none); then the active experts.
+  void start_team(const float* x, int64_t rows, float* out);
+  void add_routed_to_team(int64_t total);
+  // out += each routed expert's output times its weight.
+  void add_weighted_outputs(float* out);
+
   std::vector<std::vector<std::pair<int32_t, float>>> assigned_;  // per local expert
+  std::vector<int32_t> active_;   // local experts with rows this step, ascending
+  std::vector<int64_t> offsets_;  // per active expert: its first row in the stacked buffers
   Scratch& scratch_;
   // Decode-sized steps (ops::kDecodeRowsMax rows) share their MLPs out block by block; larger
   // ones run whole experts per thread.
