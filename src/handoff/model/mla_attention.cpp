@@ -159,8 +159,20 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
     w_uk_t_[static_cast<size_t>(h)].forward(q + h * qk, t_count, q_abs + h * kv_rank_, q_width,
                                             heads_ * kv_rank_);
   });
-  attend(meta, cache, cache_layer, q, q_abs, latent);
+  attend(meta, cache, cache_layer, q, q_abs);
+  // At decode each head's merge runs in the W_UV region, beside its product: serial after
+  // attention it was ~5 us a layer on the 2-core Zen 5, mostly reading the other core's
+  // accumulators. Prefill merges per token over the threads first (its heads run one by one).
+  const bool merge_per_head = !w_uv_.empty() && w_uv_.front().small_m(t_count);
+  if (!merge_per_head) {
+    tensor::parallel_for(t_count, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t h = 0; h < heads_; ++h) merge(t, h, latent);
+    });
+  }
   for_each_head(w_uv_, t_count, [&](int64_t h) {
+    if (merge_per_head)
+      for (int64_t t = 0; t < t_count; ++t) merge(t, h, latent);
     w_uv_[static_cast<size_t>(h)].forward(latent + h * kv_rank_, t_count, o + h * v_dim_,
                                           heads_ * kv_rank_, heads_ * v_dim_);
   });
@@ -168,7 +180,7 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
 }
 
 void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer,
-                          const float* q, const float* q_abs, float* latent) {
+                          const float* q, const float* q_abs) {
   const int64_t t_count = meta.num_tokens();
   const int64_t qk = nope_ + rope_dim_;
   const int64_t width = kv_rank_ + rope_dim_;  // a key row: c_kv then k_pe
@@ -186,9 +198,9 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
   }
   const auto items = static_cast<int64_t>(item_token_.size());
   token_first_item_[static_cast<size_t>(t_count)] = items;
-  float* run_max = scratch_.get(7, static_cast<size_t>(items * heads_));
-  float* run_sum = scratch_.get(8, static_cast<size_t>(items * heads_));
-  float* run_acc = scratch_.get(9, static_cast<size_t>(items * heads_ * kv_rank_));
+  float* run_max = run_max_ = scratch_.get(7, static_cast<size_t>(items * heads_));
+  float* run_sum = run_sum_ = scratch_.get(8, static_cast<size_t>(items * heads_));
+  float* run_acc = run_acc_ = scratch_.get(9, static_cast<size_t>(items * heads_ * kv_rank_));
 
   tensor::parallel_for(items, 1, [&](int64_t begin, int64_t end) {
     float* qcat = Scratch::thread_local_buffer(0, static_cast<size_t>(heads_ * width));
@@ -257,26 +269,22 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
       }
     }
   });
+}
 
-  tensor::parallel_for(t_count, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) {
-      const int64_t first = token_first_item_[static_cast<size_t>(t)];
-      const int64_t last = token_first_item_[static_cast<size_t>(t) + 1];
-      for (int64_t h = 0; h < heads_; ++h) {
-        float top = -std::numeric_limits<float>::infinity();
-        for (int64_t i = first; i < last; ++i) top = std::max(top, run_max[i * heads_ + h]);
-        float total = 0.0f;
-        for (int64_t i = first; i < last; ++i)
-          total += run_sum[i * heads_ + h] * std::exp(run_max[i * heads_ + h] - top);
-        float* lat = latent + (t * heads_ + h) * kv_rank_;
-        std::fill(lat, lat + kv_rank_, 0.0f);
-        for (int64_t i = first; i < last; ++i) {
-          const float weight = std::exp(run_max[i * heads_ + h] - top) / total;
-          ops::axpy(weight, run_acc + (i * heads_ + h) * kv_rank_, lat, kv_rank_);
-        }
-      }
-    }
-  });
+void MlaAttention::merge(int64_t t, int64_t h, float* latent) const {
+  const int64_t first = token_first_item_[static_cast<size_t>(t)];
+  const int64_t last = token_first_item_[static_cast<size_t>(t) + 1];
+  float top = -std::numeric_limits<float>::infinity();
+  for (int64_t i = first; i < last; ++i) top = std::max(top, run_max_[i * heads_ + h]);
+  float total = 0.0f;
+  for (int64_t i = first; i < last; ++i)
+    total += run_sum_[i * heads_ + h] * std::exp(run_max_[i * heads_ + h] - top);
+  float* lat = latent + (t * heads_ + h) * kv_rank_;
+  std::fill(lat, lat + kv_rank_, 0.0f);
+  for (int64_t i = first; i < last; ++i) {
+    const float weight = std::exp(run_max_[i * heads_ + h] - top) / total;
+    ops::axpy(weight, run_acc_ + (i * heads_ + h) * kv_rank_, lat, kv_rank_);
+  }
 }
 
 int64_t MlaAttention::segment_keys(int64_t keys) {

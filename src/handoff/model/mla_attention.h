@@ -39,8 +39,12 @@ class MlaAttention {
   // Sparse (or, below index_topk keys, dense causal) attention over the latent cache: per
   // token, its keys are gathered a tile at a time into contiguous rows and scored for all heads
   // by matrix products, with an online softmax across tiles.
+  // Leaves each work item's running max, sum and weighted latent per head in run_max_,
+  // run_sum_ and run_acc_; merge() combines a token's items.
   void attend(const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer, const float* q,
-              const float* q_abs, float* latent);
+              const float* q_abs);
+  // latent[t, h] from token t's work items, merged in segment order.
+  void merge(int64_t t, int64_t h, float* latent) const;
   // Keys token row t attends to: its selection, or every causal key.
   int64_t key_count(const StepMeta& meta, int64_t t) const;
 
@@ -71,7 +75,8 @@ class MlaAttention {
   std::unique_ptr<Indexer> indexer_;
   std::vector<std::vector<int32_t>> selected_;
   std::vector<int64_t> item_token_, token_first_item_;  // attend's work items, reused per step
-  Scratch& scratch_;                                    // the model's, shared with every layer
+  float *run_max_ = nullptr, *run_sum_ = nullptr, *run_acc_ = nullptr;  // this step's, scratch
+  Scratch& scratch_;  // the model's, shared with every layer
 };
 
 }  // namespace handoff::model
