@@ -56,14 +56,21 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
           int64_t lane0, int64_t k0, int64_t k1, bool accumulate) {
   constexpr bool kSplit = NB * MR <= 4;
   constexpr int kAcc = kSplit ? 2 : 1;
+  // Every loop over acc is unrolled (the pragmas) so its indices are constants early enough for
+  // GCC to keep acc in registers: without them it stored all of acc to the stack on every k pair
+  // (8 stores per 16 FMAs at NB = 8).
   __m256 acc[kAcc][NB][MR];
+#pragma GCC unroll 2
   for (int s = 0; s < kAcc; ++s)
+#pragma GCC unroll 8
     for (int j = 0; j < NB; ++j)
+#pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) acc[s][j][i] = _mm256_setzero_ps();
 
   const int64_t kp = w.k_pad;
   const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
   for (int64_t k = k0; k < k1; k += 2) {
+#pragma GCC unroll 8
     for (int j = 0; j < NB; ++j) {
       __m256 w0, w1;
       const int64_t lane = lane0 + j;
@@ -83,6 +90,7 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
         w0 = _mm256_loadu_ps(p);
         w1 = _mm256_loadu_ps(p + kRowBlock);
       }
+#pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
         acc[0][j][i] = _mm256_fmadd_ps(w0, _mm256_broadcast_ss(x + i * ldx + k), acc[0][j][i]);
         acc[kAcc - 1][j][i] =
@@ -90,8 +98,10 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
       }
     }
   }
+#pragma GCC unroll 8
   for (int j = 0; j < NB; ++j) {
     const int64_t row0 = b * kRowBlock + (lane0 + j) * 8;
+#pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) {
       __m256 r = acc[0][j][i];
       if constexpr (kSplit) r = _mm256_add_ps(r, acc[1][j][i]);

@@ -78,13 +78,18 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
   }
   const int64_t nkb = w.k_pad / w.k_block;
   const float* scales = w.scales + (b * nkb + kb) * kRowBlock + h0 * 32;
+  // Unrolled so that every accumulator index is a constant: otherwise GCC keeps acc addressable
+  // and stores all of it to the stack on every k (8 stores per 64 weights at NH = 2, MR = 1).
+#pragma GCC unroll 8
   for (int h = 0; h < NH; ++h)
+#pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
       const int64_t row0 = b * kRowBlock + (h0 + h) * 32 + r * 8;
       const int64_t valid = w.n - row0;
       if (valid <= 0) continue;
       const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(scales + h * 32 + r * 8), unit);
       const __m256i mask = row_mask(valid);
+#pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
         float* out = y + i * ldy + row0;
         if (valid >= 8) {
