@@ -69,6 +69,10 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
 
   const int64_t kp = w.k_pad;
   const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  // A block walked in two lane groups (2-3 rows of x): the first group also prefetches the
+  // second's lines, which it then finds in L2, instead of each group reading half of every k
+  // row from DRAM on its own (experts from DRAM, 2-3 rows: 2-10 % less time, Zen 3).
+  const bool fetch_next_group = NB < kLanes && lane0 == 0 && w.n - b * kRowBlock > NB * 8;
   for (int64_t k = k0; k < k1; k += 2) {
 #pragma GCC unroll 8
     for (int j = 0; j < NB; ++j) {
@@ -76,8 +80,11 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
       const int64_t lane = lane0 + j;
       if constexpr (kBF16) {
         const auto* p = static_cast<const uint16_t*>(w.data) + (b * kp + k) * kRowBlock + lane * 16;
-        if (lane % 2 == 0)
+        if (lane % 2 == 0) {
           _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+          if (fetch_next_group)
+            _mm_prefetch(reinterpret_cast<const char*>(p + NB * 16) + kPrefetchBytes, _MM_HINT_T0);
+        }
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
         w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
         w1 = _mm256_castsi256_ps(_mm256_and_si256(v, hi_mask));
@@ -86,6 +93,11 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
         if (lane % 2 == 0) {
           _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(p + kRowBlock) + kPrefetchBytes, _MM_HINT_T0);
+          if (fetch_next_group) {
+            _mm_prefetch(reinterpret_cast<const char*>(p + NB * 8) + kPrefetchBytes, _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(p + kRowBlock + NB * 8) + kPrefetchBytes,
+                         _MM_HINT_T0);
+          }
         }
         w0 = _mm256_loadu_ps(p);
         w1 = _mm256_loadu_ps(p + kRowBlock);
