@@ -18,6 +18,11 @@ using tensor::Tensor;
 
 namespace {
 
+// Whether for_each_head runs the heads over the threads: on the small-M kernels (decode).
+bool heads_in_parallel(const std::vector<ops::LinearWeight>& per_head, int64_t rows) {
+  return !per_head.empty() && per_head.front().small_m(rows);
+}
+
 // body(h) for h in [0, heads). The per-head W_UK / W_UV products are tiny (kv_rank × nope:
 // 32 KiB at bf16); at decode a parallel region per head cost more than the head's work, so the
 // heads share one region, each head's product on one thread. Prefill's oneDNN products run one
@@ -25,7 +30,7 @@ namespace {
 template <typename Body>
 void for_each_head(const std::vector<ops::LinearWeight>& per_head, int64_t rows, const Body& body) {
   const auto heads = static_cast<int64_t>(per_head.size());
-  if (heads > 0 && per_head.front().small_m(rows)) {
+  if (heads_in_parallel(per_head, rows)) {
     tensor::parallel_for(heads, 1, [&](int64_t h0, int64_t h1) {
       for (int64_t h = h0; h < h1; ++h) body(h);
     });
@@ -163,7 +168,7 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
   // At decode each head's merge runs in the W_UV region, beside its product: serial after
   // attention it was ~5 us a layer on the 2-core Zen 5, mostly reading the other core's
   // accumulators. Prefill merges per token over the threads first (its heads run one by one).
-  const bool merge_per_head = !w_uv_.empty() && w_uv_.front().small_m(t_count);
+  const bool merge_per_head = heads_in_parallel(w_uv_, t_count);
   if (!merge_per_head) {
     tensor::parallel_for(t_count, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t)
