@@ -19,6 +19,31 @@ constexpr int64_t kLanes = kRowBlock / 8;
 constexpr int64_t kKChunk = 1024;
 // Software prefetch distance along a lane's weight stream.
 constexpr int kPrefetchBytes = 1024;
+// Largest unit (one block's k chunk) whose successor is prefetched while several passes walk
+// it: the two together stay within half of Zen 3's 512 KiB L2.
+constexpr int64_t kRunAheadMaxBytes = 128 << 10;
+
+// When several passes walk one unit (a 64-row block's k chunk: rows of x beyond the first pass,
+// lane groups), all but the first find it in L2 and would leave DRAM idle. Instead every k step
+// of every pass prefetches a share of the next unit (the memory right after: the next chunk or
+// block), so the unit's passes together fetch the next one once, spread over their time.
+struct RunAhead {
+  const char* next = nullptr;
+  int64_t bytes = 0;     // of the next unit
+  int64_t pos = 0;       // bytes of it prefetched so far
+  int64_t per_step = 0;  // ≤ kLines · 64: unit bytes over all passes' steps (at least two passes)
+
+  // The lines from pos to pos + per_step: one prefetch per 64 bytes of per_step, so that many
+  // passes (small per_step) do not prefetch each line many times over.
+  template <int kLines>
+  void step() {
+    if (pos < bytes)
+#pragma GCC unroll 4
+      for (int l = 0; l < kLines; ++l)
+        if (l == 0 || 64 * l < per_step) _mm_prefetch(next + pos + 64 * l, _MM_HINT_T0);
+    pos += per_step;
+  }
+};
 
 __m256i row_mask(int64_t valid) {
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min<int64_t>(valid, 8))),
@@ -51,9 +76,9 @@ inline void store_rows(const PackedWeight& w, float* out, int64_t row0, __m256 r
 // Lanes [lane0, lane0 + NB) of block b × MR rows of x, over k in [k0, k1). When NB·MR is small,
 // even and odd k go to separate accumulators so enough FMA chains are in flight to hide the
 // FMA latency. When `accumulate`, adds to what y holds (a previous k chunk).
-template <bool kBF16, int NB, int MR>
+template <bool kBF16, bool kAhead, int NB, int MR>
 void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
-          int64_t lane0, int64_t k0, int64_t k1, bool accumulate) {
+          int64_t lane0, int64_t k0, int64_t k1, bool accumulate, RunAhead& ahead) {
   constexpr bool kSplit = NB * MR <= 4;
   constexpr int kAcc = kSplit ? 2 : 1;
   // Every loop over acc is unrolled (the pragmas) so its indices are constants early enough for
@@ -73,7 +98,9 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
   // second's lines, which it then finds in L2, instead of each group reading half of every k
   // row from DRAM on its own (experts from DRAM, 3 rows: 2-6 % less time, Zen 3).
   const bool fetch_next_group = NB < kLanes && lane0 == 0 && w.n - b * kRowBlock > NB * 8;
+  RunAhead a = ahead;  // a local copy stays in registers
   for (int64_t k = k0; k < k1; k += 2) {
+    if constexpr (kAhead) a.step<kBF16 ? 2 : 4>();
 #pragma GCC unroll 8
     for (int j = 0; j < NB; ++j) {
       __m256 w0, w1;
@@ -110,6 +137,7 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
       }
     }
   }
+  ahead = a;
 #pragma GCC unroll 8
   for (int j = 0; j < NB; ++j) {
     const int64_t row0 = b * kRowBlock + (lane0 + j) * 8;
@@ -131,9 +159,9 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
 template <bool kBF16>
 constexpr int kTallRows = kBF16 ? static_cast<int>(kTallRowsBf16) : 6;
 
-template <bool kBF16, int R>
+template <bool kBF16, bool kAhead, int R>
 void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
-               int64_t lane0, int64_t k0, int64_t k1, bool accumulate,
+               int64_t lane0, int64_t k0, int64_t k1, bool accumulate, RunAhead& ahead,
                const float* scales = nullptr) {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
   __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;
@@ -153,7 +181,9 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
     if constexpr (R > 5) row(x5, a5, b5);
   };
   const int64_t kp = w.k_pad;
+  RunAhead a = ahead;
   for (int64_t k = k0; k < k1; k += 2) {
+    if constexpr (kAhead) a.step<kBF16 ? 2 : 4>();
     if constexpr (kBF16) {
       const auto* p = static_cast<const uint16_t*>(w.data) + (b * kp + k) * kRowBlock + lane0 * 16;
       _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
@@ -174,6 +204,7 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
       step(_mm256_loadu_ps(p + kRowBlock), _mm256_loadu_ps(p + kRowBlock + 8), k + 1);
     }
   }
+  ahead = a;
   const int64_t row0 = b * kRowBlock + lane0 * 8;
   const __m256 as[6] = {a0, a1, a2, a3, a4, a5}, bs[6] = {b0, b1, b2, b3, b4, b5};
   const float* sa = scales != nullptr ? scales + lane0 * 8 : nullptr;
@@ -185,37 +216,41 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
 }
 
 // MR rows of x against the lanes [0, lanes) of block b, NB lanes at a time.
-template <bool kBF16, int NB, int MR>
+template <bool kBF16, bool kAhead, int NB, int MR>
 void lane_groups(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy,
-                 int64_t b, int64_t lanes, int64_t k0, int64_t k1, bool accumulate) {
+                 int64_t b, int64_t lanes, int64_t k0, int64_t k1, bool accumulate,
+                 RunAhead& ahead) {
   for (int64_t g = 0; g < lanes; g += NB) {
+    auto run_tile = [&]<int kNB>() {
+      tile<kBF16, kAhead, kNB, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate, ahead);
+    };
     switch (std::min<int64_t>(NB, lanes - g)) {
       case 1:
-        tile<kBF16, 1, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+        run_tile.template operator()<1>();
         break;
       case 2:
-        tile<kBF16, 2, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+        run_tile.template operator()<2>();
         break;
       case 3:
-        tile<kBF16, 3, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+        run_tile.template operator()<3>();
         break;
       case 4:
-        tile<kBF16, 4, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+        run_tile.template operator()<4>();
         break;
       default:
         if constexpr (NB > 4) {
           switch (lanes - g) {
             case 5:
-              tile<kBF16, 5, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+              run_tile.template operator()<5>();
               break;
             case 6:
-              tile<kBF16, 6, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+              run_tile.template operator()<6>();
               break;
             case 7:
-              tile<kBF16, 7, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+              run_tile.template operator()<7>();
               break;
             default:
-              tile<kBF16, 8, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate);
+              run_tile.template operator()<8>();
               break;
           }
         }
@@ -224,41 +259,75 @@ void lane_groups(const PackedWeight& w, const float* x, int64_t ldx, float* y, i
   }
 }
 
+// Tile invocations over one unit of a block with `lanes` lanes for m rows of x, as unit() below
+// makes them: how many passes share the next unit's prefetch.
+template <bool kBF16>
+int64_t passes(int64_t m, int64_t lanes) {
+  const int64_t tall = m / kTallRows<kBF16>, rest = m % kTallRows<kBF16>;
+  const int64_t four_lane_groups = (lanes + 3) / 4;
+  int64_t n = tall * ((lanes + 1) / 2) + rest / 3 * four_lane_groups;
+  return n + (rest % 3 == 0 ? 0 : rest % 3 == 1 ? 1 : 2);
+}
+
+// All m rows of x over k in [k0, k1) of block b: rows in tall tiles (2 lanes × kTallRows), the
+// rest in tiles of 3 (4 lanes wide); one or two rows take all 8 lanes, a row at a time: the
+// second row's pass reads the block from L2, and two such passes took 0.91-1.0 of the time of a
+// 4-lane × 2-row tile (experts from DRAM, 2 threads, Zen 3, alternating in one process).
+template <bool kBF16, bool kAhead>
+void unit(const PackedWeight& w, const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy,
+          int64_t b, int64_t lanes, int64_t k0, int64_t k1, bool acc, RunAhead& ahead) {
+  int64_t i = 0;
+  for (; m - i >= kTallRows<kBF16>; i += kTallRows<kBF16>)
+    // An odd last lane pairs with a padding lane: zero weights, rows past n not stored.
+    for (int64_t g = 0; g < lanes; g += 2)
+      tall_tile<kBF16, kAhead, kTallRows<kBF16>>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, g, k0,
+                                                 k1, acc, ahead);
+  for (; i < m; i += 3) {
+    const float* xi = x + i * ldx;
+    float* yi = y + i * ldy;
+    switch (std::min<int64_t>(3, m - i)) {
+      case 1:
+        lane_groups<kBF16, kAhead, 8, 1>(w, xi, ldx, yi, ldy, b, lanes, k0, k1, acc, ahead);
+        break;
+      case 2:
+        lane_groups<kBF16, kAhead, 8, 1>(w, xi, ldx, yi, ldy, b, lanes, k0, k1, acc, ahead);
+        lane_groups<kBF16, kAhead, 8, 1>(w, xi + ldx, ldx, yi + ldy, ldy, b, lanes, k0, k1, acc,
+                                         ahead);
+        break;
+      default:
+        lane_groups<kBF16, kAhead, 4, 3>(w, xi, ldx, yi, ldy, b, lanes, k0, k1, acc, ahead);
+        break;
+    }
+  }
+}
+
 template <bool kBF16>
 void run(const PackedWeight& w, const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy,
          int64_t b0, int64_t b1, bool accumulate) {
-  // Rows of x in tall tiles (2 lanes × kTallRows), the rest in tiles of 3 (4 lanes wide); one or
-  // two rows take all 8 lanes, a row at a time: the second row's pass reads the block from L2,
-  // and two such passes took 0.91-1.0 of the time of a 4-lane × 2-row tile (experts from DRAM,
-  // 2 threads, Zen 3, alternating in one process).
   const int64_t kp = w.k_pad;
   const int64_t chunk = m <= 3 ? kp : kKChunk;
+  constexpr int64_t kRowBytes = kRowBlock * (kBF16 ? 2 : 4);  // of one k in a block
+  const char* data = static_cast<const char*>(w.data);
+  // The run-ahead may pass b1: the pool deals each thread a contiguous run of blocks, and a
+  // thread's next claim of a routed expert's blocks usually follows its last (0.83 of the
+  // batched step's time against 0.94 when stopped at b1, Zen 3).
+  const char* end = data + w.n_blocks * kp * kRowBytes;
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t lanes = std::min<int64_t>(kLanes, (w.n - b * kRowBlock + 7) / 8);
+    const int64_t n_passes = passes<kBF16>(m, lanes);
     for (int64_t k0 = 0; k0 < kp; k0 += chunk) {
       const int64_t k1 = std::min(kp, k0 + chunk);
       const bool acc = accumulate || k0 > 0;
-      int64_t i = 0;
-      for (; m - i >= kTallRows<kBF16>; i += kTallRows<kBF16>)
-        // An odd last lane pairs with a padding lane: zero weights, rows past n not stored.
-        for (int64_t g = 0; g < lanes; g += 2)
-          tall_tile<kBF16, kTallRows<kBF16>>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, g, k0, k1,
-                                             acc);
-      for (; i < m; i += 3) {
-        const float* xi = x + i * ldx;
-        float* yi = y + i * ldy;
-        switch (std::min<int64_t>(3, m - i)) {
-          case 1:
-            lane_groups<kBF16, 8, 1>(w, xi, ldx, yi, ldy, b, lanes, k0, k1, acc);
-            break;
-          case 2:
-            lane_groups<kBF16, 8, 1>(w, xi, ldx, yi, ldy, b, lanes, k0, k1, acc);
-            lane_groups<kBF16, 8, 1>(w, xi + ldx, ldx, yi + ldy, ldy, b, lanes, k0, k1, acc);
-            break;
-          default:
-            lane_groups<kBF16, 4, 3>(w, xi, ldx, yi, ldy, b, lanes, k0, k1, acc);
-            break;
-        }
+      const int64_t bytes = (k1 - k0) * kRowBytes;
+      RunAhead ahead;
+      if (n_passes >= 2 && bytes <= kRunAheadMaxBytes) {
+        ahead.next = data + (b * kp + k1) * kRowBytes;
+        ahead.bytes = std::min<int64_t>(bytes, end - ahead.next);
+        const int64_t steps = n_passes * ((k1 - k0) / 2);
+        ahead.per_step = (ahead.bytes + steps - 1) / steps;
+        unit<kBF16, true>(w, x, ldx, m, y, ldy, b, lanes, k0, k1, acc, ahead);
+      } else {
+        unit<kBF16, false>(w, x, ldx, m, y, ldy, b, lanes, k0, k1, acc, ahead);
       }
     }
   }
@@ -281,12 +350,14 @@ int64_t linear_tall_bf16_scaled(const PackedWeight& w, const float* x, int64_t l
   constexpr int64_t R = kTallRows<true>;
   const int64_t lanes = std::min<int64_t>(kLanes, (w.n + 7) / 8);
   const int64_t nkb = w.k_pad / k_block;
+  RunAhead none;
   int64_t i = 0;
   for (; m - i >= R; i += R)
     for (int64_t kb = 0; kb < nkb; ++kb)
       for (int64_t g = 0; g < lanes; g += 2)
-        tall_tile<true, R>(w, x + i * ldx, ldx, y + i * ldy, ldy, 0, g, kb * k_block,
-                           (kb + 1) * k_block, accumulate || kb > 0, scales + kb * kRowBlock);
+        tall_tile<true, false, R>(w, x + i * ldx, ldx, y + i * ldy, ldy, 0, g, kb * k_block,
+                                  (kb + 1) * k_block, accumulate || kb > 0, none,
+                                  scales + kb * kRowBlock);
   return i;
 }
 
