@@ -28,7 +28,10 @@ namespace handoff::ops::detail::avx2 {
 namespace {
 
 constexpr int64_t kHalves = kRowBlock / 32;  // 32-row halves per block
-constexpr int kPrefetchBytes = 1024;
+// Prefetch distance along a block's stream (64 k ahead): 1024 bytes were 16 k, ~50 ns of
+// conversion, less than a DRAM access; 4096 took 0.95-0.99 of the time for experts from DRAM
+// and 0.974 of an FP8 decode step (Zen 3, alternating in one process).
+constexpr int kPrefetchBytes = 4096;
 // Columns per dequantised chunk (rounded down to whole k blocks): 64 rows × 512 × 2 bytes =
 // 64 KiB, an eighth of Zen 3's L2.
 constexpr int64_t kDequantCols = 512;
