@@ -127,6 +127,26 @@ TEST_P(OpsLinearFp8, SlicesStartingInsideABlockKeepTheirScales) {
   }
 }
 
+// Transposed views (MLA's W_UK[h]ᵀ: a row slice of kv_b_proj that may start inside a block,
+// applied transposed): the same numbers, each under its own block's scale, and forwarded as an
+// FP8 weight of its own.
+TEST_P(OpsLinearFp8, TransposedSlicesKeepTheirScales) {
+  std::mt19937 rng(13);
+  const Fp8Blocks whole = random_fp8(300, 400, rng);
+  for (const Fp8Blocks& part : {whole, whole.slice(0, 192, 256), whole.slice(0, 37, 101),
+                                whole.slice(0, 5, 290).slice(1, 77, 399)}) {
+    const Fp8Blocks t = part.transposed();
+    ASSERT_EQ(t.rows(), part.cols());
+    ASSERT_EQ(t.cols(), part.rows());
+    const Tensor a = part.dequantize(), b = t.dequantize();
+    for (int64_t i = 0; i < part.rows(); ++i)
+      for (int64_t j = 0; j < part.cols(); ++j)
+        ASSERT_EQ(b.data<float>()[j * part.rows() + i], a.data<float>()[i * part.cols() + j])
+            << "row0=" << part.row0 << " col0=" << part.col0 << " i=" << i << " j=" << j;
+    for (int64_t m : {1, 3, 20}) check(t, m, rng);
+  }
+}
+
 // m random rows forwarded at once equal the same rows forwarded one at a time, bit for bit.
 void expect_rows_equal_single_calls(const LinearWeight& lw, int64_t m, std::mt19937& rng) {
   const int64_t n = lw.out_features(), k = lw.in_features();

@@ -151,9 +151,10 @@ TEST(MemoryPlan, Fp8CountsBlockScalesRoundedUpOnOddShapes) {
   EXPECT_EQ(part(q, "shared_experts"), 2 * fp8(70, 200) + fp8(200, 70));
   // q_a [150, 200], kv_a [138, 200] in FP8; their norms stay f32.
   EXPECT_EQ(part(q, "attention_replicated"), 2 * (fp8(150, 200) + fp8(138, 200) + (150 + 130) * 4));
-  // q_b [2·28, 150] and o_proj [200, 2·24] in FP8; kv_b [2·44, 130] is dequantised to bf16
-  // before the per-head split (what the engine does).
-  EXPECT_EQ(part(q, "attention_heads"), 2 * (fp8(56, 150) + fp8(200, 48) + 2 * 44 * 130 * 2));
+  // q_b [2·28, 150], o_proj [200, 2·24] and kv_b [2·44, 130] in FP8; kv_b's per-head W_UK^T
+  // [130, 20] would pad its 20 columns to a 128-column block, so they are held in bf16.
+  EXPECT_EQ(part(q, "attention_heads"),
+            2 * (fp8(56, 150) + fp8(200, 48) + fp8(88, 130) + 2 * 20 * 130));
   // wq_b [72, 150], wk [36, 200] FP8; weights_proj [2, 200] and k_norm f32.
   EXPECT_EQ(part(q, "indexer"), 2 * (fp8(72, 150) + fp8(36, 200) + (2 * 200 + 72) * 4));
   // Embedding, lm_head stay bf16; router f32 whatever the weight dtype.
@@ -165,6 +166,7 @@ TEST(MemoryPlan, Fp8CountsBlockScalesRoundedUpOnOddShapes) {
                                 + 4 * 3 * 2 + 3 * 2       // experts + shared
                                 + 2 * (2 * 2 + 2 * 2)     // q_a, kv_a
                                 + 2 * (1 * 2 + 2 * 1)     // q_b, o_proj
+                                + 2 * (1 * 2)             // kv_b
                                 + 2 * (1 * 2 + 1 * 2)));  // wq_b, wk
 }
 
@@ -186,17 +188,13 @@ TEST(MemoryPlan, Fp8SlicesThatEndInsideABlockKeepThatBlocksScale) {
 
 TEST(MemoryPlan, ScalesMatchTheFp8GoldenCheckpoint) {
   // The planner's FP8 scale count against the real scale tensors of an FP8 checkpoint: every
-  // weight_scale_inv but kv_b_proj's (that one is dequantised by the engine).
+  // weight_scale_inv.
   const std::string dir = std::string(HANDOFF_TEST_DATA) + "/golden/dsv32_fp8_blocks";
   const model::ModelConfig c = model::load_config(dir + "/config.json");
   const auto file = model::SafetensorsFile::open(dir + "/model.safetensors");
-  int64_t scales = 0, fp8_weights = 0, kv_b_fp8 = 0;
+  int64_t scales = 0, fp8_weights = 0;
   for (const auto& [name, e] : file->entries()) {
     const auto bytes = static_cast<int64_t>(e.end - e.begin);
-    if (name.find("kv_b_proj") != std::string::npos) {
-      if (e.dtype == tensor::DType::kF8E4M3) kv_b_fp8 += bytes;
-      continue;
-    }
     if (name.ends_with("weight_scale_inv")) scales += bytes;
     if (e.dtype == tensor::DType::kF8E4M3) fp8_weights += bytes;
   }
@@ -205,8 +203,9 @@ TEST(MemoryPlan, ScalesMatchTheFp8GoldenCheckpoint) {
   f8.weights = WeightDtype::kFp8;
   const RankMemory q = memory(c, 1, 1, f8).ranks[0];
   EXPECT_EQ(q.scale_bytes, scales);
-  // Everything else: kv_b in bf16 (2 bytes per stored e4m3 byte), embedding and lm_head
-  // bf16, and the f32 norms, router (+ bias), weights_proj and k_norm.
+  // Everything else: embedding and lm_head bf16, W_UK^T in bf16 (qk_nope 32 pads to a
+  // 128-column block: a second byte per weight), and the f32 norms, router (+ bias),
+  // weights_proj and k_norm.
   const int64_t d = c.hidden_size;
   int64_t f32_parts = d;  // final norm
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -215,7 +214,8 @@ TEST(MemoryPlan, ScalesMatchTheFp8GoldenCheckpoint) {
     if (c.is_moe_layer(l)) f32_parts += c.n_routed_experts * (d + 1);
   }
   EXPECT_EQ(q.weight_bytes,
-            scales + fp8_weights + 2 * kv_b_fp8 + 2 * 2 * c.vocab_size * d + 4 * f32_parts);
+            scales + fp8_weights + 2 * 2 * c.vocab_size * d + 4 * f32_parts +
+                c.num_hidden_layers * c.num_attention_heads * c.qk_nope_head_dim * c.kv_lora_rank);
 }
 
 TEST(MemoryPlan, CacheBytesPerTokenForEveryDtype) {

@@ -79,32 +79,61 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
                                                      (heads.begin + heads_) * v_dim_));
 
   // kv_b_proj rows of head h: [W_UK[h] (nope rows); W_UV[h] (v rows)], each [.., kv_rank]; this
-  // rank's heads only.
+  // rank's heads only. All heads' W_UK, then all W_UV: packed weights are carved one after
+  // another, so each set is one stretch of memory and a thread's heads stream as one run (the
+  // prefetchers carry on from head to head instead of starting again every 32 KiB).
   const int64_t head_rows = nope_ + v_dim_;
-  const Tensor kv_b =
-      weights.f32_slice(p + "kv_b_proj.weight", {kv_b_rows, kv_rank_}, 0, heads.begin * head_rows,
-                        (heads.begin + heads_) * head_rows);
-  const Tensor kv_b_c = kv_b.is_contiguous() ? kv_b : kv_b.contiguous();
-  // All heads' W_UK, then all W_UV: packed weights are carved one after another, so each set
-  // is one stretch of memory and a thread's heads stream as one run (the prefetchers carry on
-  // from head to head instead of starting again every 32 KiB).
-  for (int64_t h = 0; h < heads_; ++h) {
-    const float* base = kv_b_c.data<float>() + h * head_rows * kv_rank_;
+  const std::string kv_b_name = p + "kv_b_proj.weight";
+  // W_UK[h]ᵀ from head h's nope rows [nope, kv_rank] (f32, contiguous).
+  auto dense_uk_t = [&](const float* rows) {
     Tensor uk_t = Tensor::empty({kv_rank_, nope_}, DType::kF32);
     for (int64_t n = 0; n < nope_; ++n)
       for (int64_t r = 0; r < kv_rank_; ++r)
-        uk_t.data<float>()[r * nope_ + n] = base[n * kv_rank_ + r];
-    w_uk_t_.push_back(weights.make_linear(uk_t));
-  }
-  for (int64_t h = 0; h < heads_; ++h) {
-    const float* base = kv_b_c.data<float>() + h * head_rows * kv_rank_;
-    Tensor uv = Tensor::empty({v_dim_, kv_rank_}, DType::kF32);
-    std::memcpy(uv.data<float>(), base + nope_ * kv_rank_,
-                static_cast<size_t>(v_dim_ * kv_rank_) * sizeof(float));
-    w_uv_.push_back(weights.make_linear(uv));
+        uk_t.data<float>()[r * nope_ + n] = rows[n * kv_rank_ + r];
+    return weights.make_linear(uk_t);
+  };
+  if (weights.checkpoint().is_fp8(kv_b_name)) {
+    // An FP8 kv_b stays FP8 (the reference and vLLM dequantise it to bf16 first: twice the
+    // bytes a decode step reads for it). Each head's part keeps the whole matrix's blocks;
+    // W_UK[h]ᵀ is its transpose on the transposed blocks, so no value is rounded. Its K
+    // (qk_nope) is padded to whole blocks, though: when that holds more bytes than the compute
+    // dtype would (qk_nope 64 in a 128-column block), it is dequantised as the reference does.
+    const tensor::Fp8Blocks kv_b = weights.fp8(kv_b_name, {kv_b_rows, kv_rank_});
+    const int64_t block = kv_b.block_rows;  // W_UK[h]ᵀ's column blocks
+    for (int64_t h = 0; h < heads_; ++h) {
+      const int64_t r0 = (heads.begin + h) * head_rows;
+      const tensor::Fp8Blocks uk = kv_b.slice(0, r0, r0 + nope_);
+      if (keeps_uk_t_fp8(r0, nope_, block,
+                         static_cast<int64_t>(tensor::dtype_size(weights.dtype()))))
+        w_uk_t_.push_back(weights.make_linear(uk.transposed()));
+      else
+        w_uk_t_.push_back(dense_uk_t(uk.dequantize().data<float>()));
+    }
+    for (int64_t h = 0; h < heads_; ++h) {
+      const int64_t r0 = (heads.begin + h) * head_rows + nope_;
+      w_uv_.push_back(weights.make_linear(kv_b.slice(0, r0, r0 + v_dim_)));
+    }
+  } else {
+    const Tensor kv_b =
+        weights.f32_slice(kv_b_name, {kv_b_rows, kv_rank_}, 0, heads.begin * head_rows,
+                          (heads.begin + heads_) * head_rows);
+    const Tensor kv_b_c = kv_b.is_contiguous() ? kv_b : kv_b.contiguous();
+    for (int64_t h = 0; h < heads_; ++h)
+      w_uk_t_.push_back(dense_uk_t(kv_b_c.data<float>() + h * head_rows * kv_rank_));
+    for (int64_t h = 0; h < heads_; ++h) {
+      const float* base = kv_b_c.data<float>() + h * head_rows * kv_rank_;
+      Tensor uv = Tensor::empty({v_dim_, kv_rank_}, DType::kF32);
+      std::memcpy(uv.data<float>(), base + nope_ * kv_rank_,
+                  static_cast<size_t>(v_dim_ * kv_rank_) * sizeof(float));
+      w_uv_.push_back(weights.make_linear(uv));
+    }
   }
   if (config.has_indexer)
     indexer_ = std::make_unique<Indexer>(config, weights, p + "indexer.", scratch.indexer);
+}
+
+bool MlaAttention::keeps_uk_t_fp8(int64_t row0, int64_t nope, int64_t block, int64_t dense_elem) {
+  return ops::LinearWeight::fp8_packed_row_bytes(row0, nope, block) < nope * dense_elem;
 }
 
 void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCache& cache,

@@ -30,6 +30,11 @@ class MlaAttention {
   MlaAttention(const ModelConfig& config, const WeightLoader& weights, int64_t layer,
                HeadRange heads, LayerScratch& scratch);
 
+  // Whether W_UK[h]ᵀ of an FP8 kv_b_proj is held FP8: when head h's rows start at row `row0`
+  // of it, its qk_nope columns are padded to whole (transposed) blocks from there, and it stays
+  // FP8 where that row is smaller than in the compute dtype (`dense_elem` bytes a weight).
+  static bool keeps_uk_t_fp8(int64_t row0, int64_t nope, int64_t block, int64_t dense_elem);
+
   // x: the normed input [T, D]. out [T, D]: o_proj over this rank's heads (a partial sum when
   // heads are split across ranks; the caller owns the reduction).
   void forward(const float* x, const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer,

@@ -106,11 +106,21 @@ size_t Model::active_weight_bytes_per_token() const {
   };
   auto dense = [&](int64_t r, int64_t k) { return static_cast<size_t>(r * k) * elem; };
   const int64_t h = c.num_attention_heads;
-  // kv_b is absorbed per head into dense weights at load, whatever the checkpoint stores.
   size_t attn = mat(c.q_lora_rank, c.hidden_size) + mat(h * c.qk_head_dim(), c.q_lora_rank) +
                 mat(c.kv_lora_rank + c.qk_rope_head_dim, c.hidden_size) +
-                dense(h * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank) +
                 mat(c.hidden_size, h * c.v_head_dim);
+  // kv_b per head: W_UV[h], and W_UK[h]ᵀ, FP8 (padded) or dense as MlaAttention holds it.
+  const int64_t head_rows = c.qk_nope_head_dim + c.v_head_dim;
+  for (int64_t i = 0; i < h; ++i) {
+    attn += mat(c.v_head_dim, c.kv_lora_rank);
+    const int64_t nope = c.qk_nope_head_dim;
+    if (fp8_weights_ &&
+        MlaAttention::keeps_uk_t_fp8(i * head_rows, nope, 128, static_cast<int64_t>(elem)))
+      attn += static_cast<size_t>(
+          c.kv_lora_rank * ops::LinearWeight::fp8_packed_row_bytes(i * head_rows, nope, 128));
+    else
+      attn += dense(c.kv_lora_rank, nope);
+  }
   if (c.has_indexer)
     attn += mat(c.index_n_heads * c.index_head_dim, c.q_lora_rank) +
             mat(c.index_head_dim, c.hidden_size) +

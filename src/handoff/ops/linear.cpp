@@ -514,6 +514,11 @@ LinearWeight& LinearWeight::operator=(LinearWeight&&) noexcept = default;
 
 bool LinearWeight::rounds_activations() const { return impl_ && impl_->round_x; }
 
+int64_t LinearWeight::fp8_packed_row_bytes(int64_t col0, int64_t k, int64_t block_cols) {
+  const int64_t kp = round_up(col0 % block_cols + k, block_cols);  // as pack_fp8 lays it out
+  return kp + kp / block_cols * static_cast<int64_t>(sizeof(float));
+}
+
 size_t LinearWeight::weight_bytes() const {
   return static_cast<size_t>(n_ * k_) * tensor::dtype_size(dtype_) + scale_bytes_;
 }

@@ -99,6 +99,10 @@ class LinearWeight {
   bool rounds_activations() const;
   // Bytes of the weight as held (FP8: 1 per weight plus the f32 block scales), padding aside.
   size_t weight_bytes() const;
+  // Bytes one row of an FP8 weight holds as packed, padding included: its `k` columns start
+  // `col0` columns into the matrix's blocks of `block_cols`, and K is padded to whole blocks
+  // from the start of the first, each with its f32 scale.
+  static int64_t fp8_packed_row_bytes(int64_t col0, int64_t k, int64_t block_cols);
 
   // y[m, :] = x[m, :] · Wᵀ for m in [0, M). Rows of x are `ldx` floats apart (default K),
   // rows of y `ldy` apart (default N); y must not overlap x. Uses the process thread pool.

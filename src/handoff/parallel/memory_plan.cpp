@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "handoff/error.h"
+#include "handoff/model/mla_attention.h"
 
 namespace handoff::parallel {
 
@@ -104,14 +105,13 @@ class WeightCounter {
     return linear(0, rows, 0, cols, copies);
   }
 
-  // A matrix published (or kept by the engine) in bf16 even in FP8 checkpoints: embedding,
-  // lm_head, and kv_b_proj, which the engine dequantises before splitting it per head into
-  // W_UK^T / W_UV (MODEL_SPEC §2.5: the reference and sglang do the same).
+  // A matrix published in bf16 even in FP8 checkpoints: embedding, lm_head.
   int64_t unquantised(int64_t numel) const {
     return mul(numel, dtype_ == WeightDtype::kF32 ? kF32Bytes : kBF16Bytes);
   }
 
   int64_t scale_bytes() const { return scale_bytes_; }
+  bool is_fp8() const { return dtype_ == WeightDtype::kFp8; }
 
  private:
   WeightDtype dtype_;
@@ -184,11 +184,21 @@ RankMemory rank_memory(const model::ModelConfig& c, const Plan& plan, const Memo
         add(add(w.linear(c.q_lora_rank, d), w.linear(c.kv_lora_rank + c.qk_rope_head_dim, d)),
             f32_bytes(c.q_lora_rank + c.kv_lora_rank)),
         true);
-    const int64_t kv_b = mul(heads, mul(c.qk_nope_head_dim + c.v_head_dim, c.kv_lora_rank));
+    // kv_b_proj's rows of these heads, split per head into W_UK^T / W_UV: FP8 stays FP8, but
+    // a W_UK^T whose qk_nope pads to more bytes than bf16 (MlaAttention::keeps_uk_t_fp8) is
+    // held dense.
+    const int64_t head_rows = c.qk_nope_head_dim + c.v_head_dim;
+    int64_t kv_b = w.linear(h0 * head_rows, (h0 + heads) * head_rows, 0, c.kv_lora_rank);
+    if (w.is_fp8())
+      for (int64_t h = h0; h < h0 + heads; ++h)
+        if (!model::MlaAttention::keeps_uk_t_fp8(h * head_rows, c.qk_nope_head_dim, block_rows,
+                                                 kBF16Bytes))
+          kv_b = add(kv_b, w.unquantised(mul(c.qk_nope_head_dim, c.kv_lora_rank)) -
+                               mul(c.qk_nope_head_dim, c.kv_lora_rank));
     acc.add_to("attention_heads",
                add(add(w.linear(h0 * qk, (h0 + heads) * qk, 0, c.q_lora_rank),
                        w.linear(0, d, h0 * c.v_head_dim, (h0 + heads) * c.v_head_dim)),
-                   w.unquantised(kv_b)),
+                   kv_b),
                false);
     if (c.has_indexer)
       acc.add_to("indexer",

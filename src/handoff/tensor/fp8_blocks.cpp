@@ -23,6 +23,28 @@ Fp8Blocks Fp8Blocks::slice(int64_t d, int64_t begin, int64_t end) const {
   return out;
 }
 
+Fp8Blocks Fp8Blocks::transposed() const {
+  Fp8Blocks out;
+  out.block_rows = block_cols;
+  out.block_cols = block_rows;
+  out.row0 = col0;
+  out.col0 = row0;
+  const int64_t r = rows(), c = cols();
+  out.values = Tensor::empty({c, r}, DType::kF8E4M3);
+  const auto* src = values.data<uint8_t>();
+  auto* dst = out.values.data<uint8_t>();
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      dst[j * r + i] = src[i * values.strides()[0] + j * values.strides()[1]];
+  const int64_t gr = scales.size(0), gc = scales.size(1);
+  out.scales = Tensor::empty({gc, gr}, DType::kF32);
+  for (int64_t i = 0; i < gr; ++i)
+    for (int64_t j = 0; j < gc; ++j)
+      out.scales.data<float>()[j * gr + i] =
+          scales.data<float>()[i * scales.strides()[0] + j * scales.strides()[1]];
+  return out;
+}
+
 void Fp8Blocks::dequantize_row(int64_t r, float* out) const {
   const auto* q = values.data<uint8_t>() + r * values.strides()[0];
   const int64_t cs = values.strides()[1];

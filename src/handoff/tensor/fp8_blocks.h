@@ -27,6 +27,11 @@ struct Fp8Blocks {
   float scale(int64_t r, int64_t c) const;
   // Rows [begin, end) along dimension `d` (0 or 1), on the same blocks.
   Fp8Blocks slice(int64_t d, int64_t begin, int64_t end) const;
+  // The transpose of this view, on the transposed blocks: transposed().scale(c, r) ==
+  // scale(r, c) and its values are this view's bytes, copied (contiguous, [cols, rows]); the
+  // scale grid is the transpose of the whole matrix's. For weights applied transposed (MLA's
+  // W_UK, absorbed into the query) without leaving FP8.
+  Fp8Blocks transposed() const;
   // Row r of this view, dequantised: out[c] = value · scale in f32.
   void dequantize_row(int64_t r, float* out) const;
   // The whole view dequantised to f32 [rows, cols].
