@@ -24,8 +24,13 @@ class Indexer {
   // regions (ops::LinearWeight::forward_group): those of x, the attention-normed input [T, D]
   // (the key and the head weights), beside its q_a / kv_a product; that of qr, the normalised
   // q latent [T, q_lora_rank] (the queries), beside its q_b one. forward() reads their results.
-  void add_products(const float* x, const float* qr, int64_t rows,
+  // Steps whose every token keeps all its causal keys (selects(meta) false: fewer than
+  // index_topk) need only the key, which the cache keeps for later steps.
+  void add_products(const StepMeta& meta, const float* x, const float* qr,
                     std::vector<ops::LinearProduct>& of_x, std::vector<ops::LinearProduct>& of_qr);
+  // Whether some token of the step has more causal keys than index_topk, so that its keys are
+  // scored and selected.
+  bool selects(const StepMeta& meta) const;
   // After those products: writes each token's index key to the cache, then fills selected[t]
   // with the sorted key positions token t attends to; selected[t] stays empty when every
   // causal key is kept.

@@ -158,7 +158,7 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
   // (its 64-row key and 8-row head weights would each run on one thread alone) beside ours.
   of_x_.assign({{&qkv_a_, x, t_count, qkv}});
   of_qr_.assign({{&q_b_, qr, t_count, q}});
-  if (indexer_) indexer_->add_products(x, qr, t_count, of_x_, of_qr_);
+  if (indexer_) indexer_->add_products(meta, x, qr, of_x_, of_qr_);
   ops::LinearWeight::forward_group(of_x_);
   for (int64_t t = 0; t < t_count; ++t)
     ops::rms_norm(qkv + t * qkv_width, q_a_norm_.data<float>(), eps_, 1, q_rank_, qr + t * q_rank_);
