@@ -75,12 +75,13 @@ int64_t sum_over_ranks(const MemoryPlan& mp) {
 TEST(MemoryPlan, Bf16RanksSumToTheSingleRankTotalPlusReplicatedCopies) {
   const model::ModelConfig c = tiny();
   const int64_t d = c.hidden_size, bf = 2, f32 = 4;
-  // Written out from the config (MODEL_SPEC §6 shapes; norms, router, weights_proj in f32).
+  // Written out from the config (MODEL_SPEC §6 shapes; norms and biases in f32, the router and
+  // weights_proj in bf16 as the published checkpoints store them).
   const int64_t norms = 2 * d * f32;
   const int64_t attn_replicated =
       (c.q_lora_rank * d + (c.kv_lora_rank + 8) * d) * bf + (c.q_lora_rank + c.kv_lora_rank) * f32;
-  const int64_t indexer = (4 * 16 * c.q_lora_rank + 16 * d) * bf + (4 * d + 2 * 16) * f32;
-  const int64_t router = (8 * d + 8) * f32;
+  const int64_t indexer = (4 * 16 * c.q_lora_rank + 16 * d + 4 * d) * bf + 2 * 16 * f32;
+  const int64_t router = 8 * d * bf + 8 * f32;
   const int64_t heads = 4 * (16 + 8) * 32 * bf      // q_b
                         + d * 4 * 16 * bf           // o_proj
                         + 4 * (16 + 16) * 32 * bf;  // kv_b -> W_UK / W_UV
@@ -91,7 +92,7 @@ TEST(MemoryPlan, Bf16RanksSumToTheSingleRankTotalPlusReplicatedCopies) {
   const int64_t replicated_layer = norms + attn_replicated + indexer;
   const int64_t single = 2 * vocab + d * f32 + 4 * (replicated_layer + heads) + dense +
                          3 * (router + experts + shared);
-  EXPECT_EQ(single, 612192);  // the same sum, by hand
+  EXPECT_EQ(single, 607072);  // the same sum, by hand
   const int64_t replicated_all = 4 * replicated_layer + 3 * router + d * f32;
 
   const MemoryPlan one = memory(c, 1, 1);
@@ -155,13 +156,13 @@ TEST(MemoryPlan, Fp8CountsBlockScalesRoundedUpOnOddShapes) {
   // [130, 20] would pad its 20 columns to a 128-column block, so they are held in bf16.
   EXPECT_EQ(part(q, "attention_heads"),
             2 * (fp8(56, 150) + fp8(200, 48) + fp8(88, 130) + 2 * 20 * 130));
-  // wq_b [72, 150], wk [36, 200] FP8; weights_proj [2, 200] and k_norm f32.
-  EXPECT_EQ(part(q, "indexer"), 2 * (fp8(72, 150) + fp8(36, 200) + (2 * 200 + 72) * 4));
-  // Embedding, lm_head stay bf16; router f32 whatever the weight dtype.
+  // wq_b [72, 150], wk [36, 200] FP8; weights_proj [2, 200] bf16, k_norm f32.
+  EXPECT_EQ(part(q, "indexer"), 2 * (fp8(72, 150) + fp8(36, 200) + 2 * 200 * 2 + 72 * 4));
+  // Embedding, lm_head and the router stay bf16 (its bias f32), as published.
   EXPECT_EQ(part(q, "embedding"), 1000 * 200 * 2);
   EXPECT_EQ(part(q, "lm_head"), 1000 * 200 * 2);
   EXPECT_EQ(part(q, "router"), part(b, "router"));
-  EXPECT_EQ(part(q, "router"), (4 * 200 + 4) * 4);
+  EXPECT_EQ(part(q, "router"), 4 * 200 * 2 + 4 * 4);
   EXPECT_EQ(q.scale_bytes, 4 * (3 * 6                     // dense
                                 + 4 * 3 * 2 + 3 * 2       // experts + shared
                                 + 2 * (2 * 2 + 2 * 2)     // q_a, kv_a
@@ -204,17 +205,21 @@ TEST(MemoryPlan, ScalesMatchTheFp8GoldenCheckpoint) {
   const RankMemory q = memory(c, 1, 1, f8).ranks[0];
   EXPECT_EQ(q.scale_bytes, scales);
   // Everything else: embedding and lm_head bf16, W_UK^T in bf16 (qk_nope 32 pads to a
-  // 128-column block: a second byte per weight), and the f32 norms, router (+ bias),
-  // weights_proj and k_norm.
+  // 128-column block: a second byte per weight), router and weights_proj in bf16 as published
+  // (this golden stores them f32, which the engine then holds), and the f32 norms, router bias
+  // and k_norm.
   const int64_t d = c.hidden_size;
-  int64_t f32_parts = d;  // final norm
+  int64_t f32_parts = d, bf16_parts = 2 * c.vocab_size * d;  // final norm; embedding, lm_head
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    f32_parts += 2 * d + c.q_lora_rank + c.kv_lora_rank;
-    f32_parts += c.index_n_heads * d + 2 * c.index_head_dim;
-    if (c.is_moe_layer(l)) f32_parts += c.n_routed_experts * (d + 1);
+    f32_parts += 2 * d + c.q_lora_rank + c.kv_lora_rank + 2 * c.index_head_dim;
+    bf16_parts += c.index_n_heads * d;
+    if (c.is_moe_layer(l)) {
+      f32_parts += c.n_routed_experts;
+      bf16_parts += c.n_routed_experts * d;
+    }
   }
   EXPECT_EQ(q.weight_bytes,
-            scales + fp8_weights + 2 * 2 * c.vocab_size * d + 4 * f32_parts +
+            scales + fp8_weights + 2 * bf16_parts + 4 * f32_parts +
                 c.num_hidden_layers * c.num_attention_heads * c.qk_nope_head_dim * c.kv_lora_rank);
 }
 

@@ -24,8 +24,8 @@ Indexer::Indexer(const ModelConfig& config, const WeightLoader& weights, const s
   wq_b_ = weights.linear(prefix + "wq_b.weight",
                          {tensor::shape_numel({heads_, head_dim_}), config.q_lora_rank});
   wk_ = weights.linear(prefix + "wk.weight", {head_dim_, d});
-  // The updated reference keeps weights_proj in fp32 (MODEL_SPEC §5).
-  weights_proj_ = weights.linear_f32(prefix + "weights_proj.weight", {heads_, d});
+  // The updated reference multiplies weights_proj in fp32 (MODEL_SPEC §5).
+  weights_proj_ = weights.linear_fp32_math(prefix + "weights_proj.weight", {heads_, d});
   k_norm_weight_ = weights.f32(prefix + "k_norm.weight", {head_dim_});
   k_norm_bias_ = weights.f32(prefix + "k_norm.bias", {head_dim_});
 }
@@ -45,8 +45,8 @@ void Indexer::add_products(const StepMeta& meta, const float* x, const float* qr
   float* k = scratch_.get(1, static_cast<size_t>(rows * head_dim_));
   float* w = scratch_.get(2, static_cast<size_t>(rows * heads_));
   of_x.push_back({&wk_, x, rows, k});
-  // Below index_topk keys the queries are not needed: GLM-5 reads 8 MiB of FP8 wq_b and 0.8 MB of
-  // f32 weights_proj a layer less.
+  // Below index_topk keys the queries are not needed: GLM-5 reads 8 MiB of FP8 wq_b and 0.4 MB of
+  // bf16 weights_proj a layer less.
   if (!selects(meta)) return;
   of_x.push_back({&weights_proj_, x, rows, w});
   of_qr.push_back({&wq_b_, qr, rows, q});

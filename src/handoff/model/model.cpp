@@ -82,6 +82,16 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   // What this rank holds: its linear weights (its heads, experts, FFN and vocab slices of its
   // stage's layers) and its embedding rows; norms and biases are a few KiB.
   m->fp8_weights_ = weights.holds_fp8();
+  // Every layer's router (weights_proj) is stored alike: the first one's says how all are held.
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l)
+    if (c.is_moe_layer(l)) {
+      m->router_elem_ = tensor::dtype_size(
+          weights.fp32_math_dtype(fmt::format("model.layers.{}.mlp.gate.weight", l)));
+      break;
+    }
+  if (c.has_indexer)
+    m->index_weights_elem_ = tensor::dtype_size(
+        weights.fp32_math_dtype("model.layers.0.self_attn.indexer.weights_proj.weight"));
   const size_t held = weights.linear_bytes() + (m->embed_.defined() ? m->embed_.nbytes() : 0);
   log::info(
       "loaded {} ({} layers, {}{}{}) from {} in {:.2f} s; stage {} layers [{}, {}), tp rank {} "
@@ -124,12 +134,12 @@ size_t Model::active_weight_bytes_per_token() const {
   if (c.has_indexer)
     attn += mat(c.index_n_heads * c.index_head_dim, c.q_lora_rank) +
             mat(c.index_head_dim, c.hidden_size) +
-            static_cast<size_t>(c.index_n_heads * c.hidden_size) * 4;
+            static_cast<size_t>(c.index_n_heads * c.hidden_size) * index_weights_elem_;
   size_t total = dense(c.vocab_size, c.hidden_size);  // lm_head: never FP8 here
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     total += attn;
     if (c.is_moe_layer(l)) {
-      total += static_cast<size_t>(c.n_routed_experts * c.hidden_size) * 4;  // router, f32
+      total += static_cast<size_t>(c.n_routed_experts * c.hidden_size) * router_elem_;
       total += 3 * mat(c.moe_intermediate_size * (c.num_experts_per_tok + c.n_shared_experts),
                        c.hidden_size);
     } else {

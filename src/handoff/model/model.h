@@ -94,6 +94,9 @@ class Model {
   int tp_rank_ = 0;
   tensor::DType dtype_ = tensor::DType::kBF16;
   bool fp8_weights_ = false;
+  // Bytes per weight of the router and the indexer's weights_proj, as
+  // WeightLoader::linear_fp32_math holds them.
+  size_t router_elem_ = 4, index_weights_elem_ = 4;
   tensor::DType latent_cache_dtype_ = tensor::DType::kF32, index_cache_dtype_ = tensor::DType::kF32;
   int64_t vocab_begin_ = 0, vocab_end_ = 0;  // this rank's rows of embedding and lm_head
   tensor::Tensor embed_;

@@ -26,7 +26,7 @@ Moe::Moe(const ModelConfig& config, const WeightLoader& weights, int64_t layer, 
       scratch_(scratch),
       team_(static_cast<size_t>(experts.count) + 1) {
   const std::string p = fmt::format("model.layers.{}.mlp.", layer);
-  gate_ = weights.linear_f32(p + "gate.weight", {n_experts_, hidden_});
+  gate_ = weights.linear_fp32_math(p + "gate.weight", {n_experts_, hidden_});
   const std::string bias_name = p + "gate.e_score_correction_bias";
   if (weights.checkpoint().has(bias_name)) bias_ = weights.f32(bias_name, {n_experts_});
   for (int64_t e = range_.begin; e < range_.begin + range_.count; ++e)
@@ -176,8 +176,8 @@ void Moe::route_and_forward(const float* x, int64_t rows, Routing& routing, floa
     forward(x, rows, routing, out);
     return;
   }
-  // The router (a 256 KiB f32 product on one thread, then the top-k) was the serial gap before
-  // the experts' region; inside it, the other threads stream the shared expert meanwhile.
+  // The router (a product on one thread, then the top-k) was the serial gap before the
+  // experts' region; inside it, the other threads stream the shared expert meanwhile.
   // The scratch the region's threads use is sized before they start.
   const int64_t inter = experts_.empty() ? 0 : experts_.front().intermediate();
   const int64_t most = rows * top_k_;

@@ -1,7 +1,8 @@
 #pragma once
 // Turns checkpoint tensors into module weights: linear weights repacked for the kernels in the
 // compute dtype, or kept FP8 (1 byte per weight + block scales) when the checkpoint stores them
-// so or --quantize fp8 asked for it; everything else (norms, router, biases) in f32.
+// so or --quantize fp8 asked for it; the router and the indexer's head weights as fp32-math
+// weights (linear_fp32_math); norms and biases in f32.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -41,9 +42,19 @@ class WeightLoader {
     if (checkpoint_.is_fp8(name)) return make_linear(fp8(name, shape));
     return make_linear(load(name, shape, pack_source_dtype(name)), dtype_);
   }
-  // Always f32, whatever the compute dtype (the router runs in fp32, MODEL_SPEC §3).
-  ops::LinearWeight linear_f32(const std::string& name, const tensor::Shape& shape) const {
-    return make_linear(load(name, shape, tensor::DType::kF32), tensor::DType::kF32);
+  // A weight the reference multiplies in fp32 (the router, MODEL_SPEC §3; the indexer's
+  // weights_proj, §5), on exact activations whatever --activations says. Stored in bf16 (as
+  // the published checkpoints store both) it is held in bf16, which widens to f32 exactly: the
+  // same fp32 products from half the bytes. Under --dtype f32, or stored wider, f32.
+  ops::LinearWeight linear_fp32_math(const std::string& name, const tensor::Shape& shape) const {
+    const tensor::DType dtype = fp32_math_dtype(name);
+    return held(ops::LinearWeight(load(name, shape, dtype), dtype, options_.row_independent,
+                                  ops::ActivationPrecision::kExact));
+  }
+  tensor::DType fp32_math_dtype(const std::string& name) const {
+    const bool bf16 =
+        dtype_ != tensor::DType::kF32 && checkpoint_.stored_dtype(name) == tensor::DType::kBF16;
+    return bf16 ? tensor::DType::kBF16 : tensor::DType::kF32;
   }
   // Every linear weight of the model is built here, so they all share the run's options. FP8
   // sources stay FP8 unless `dtype` is given.

@@ -105,7 +105,8 @@ class WeightCounter {
     return linear(0, rows, 0, cols, copies);
   }
 
-  // A matrix published in bf16 even in FP8 checkpoints: embedding, lm_head.
+  // A matrix published in bf16 even in FP8 checkpoints: embedding, lm_head, router,
+  // weights_proj.
   int64_t unquantised(int64_t numel) const {
     return mul(numel, dtype_ == WeightDtype::kF32 ? kF32Bytes : kBF16Bytes);
   }
@@ -204,11 +205,13 @@ RankMemory rank_memory(const model::ModelConfig& c, const Plan& plan, const Memo
       acc.add_to("indexer",
                  add(add(w.linear(mul(c.index_n_heads, c.index_head_dim), c.q_lora_rank),
                          w.linear(c.index_head_dim, d)),
-                     f32_bytes(add(mul(c.index_n_heads, d), 2 * c.index_head_dim))),
+                     add(w.unquantised(mul(c.index_n_heads, d)), f32_bytes(2 * c.index_head_dim))),
                  true);
     if (c.is_moe_layer(l)) {
-      // Router weight and its e_score_correction_bias (noaux_tc, both families), f32.
-      acc.add_to("router", f32_bytes(mul(c.n_routed_experts, d + 1)), true);
+      // Router weight and its f32 e_score_correction_bias (noaux_tc, both families).
+      acc.add_to("router",
+                 add(w.unquantised(mul(c.n_routed_experts, d)), f32_bytes(c.n_routed_experts)),
+                 true);
       const int64_t experts = c.n_routed_experts / tp;
       const int64_t mi = c.moe_intermediate_size;
       acc.add_to("routed_experts", add(w.linear(mi, d, 2 * experts), w.linear(d, mi, experts)),

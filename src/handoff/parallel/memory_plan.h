@@ -2,9 +2,10 @@
 // Per-rank memory of a parallel plan: the weight bytes each rank holds under the layout (its
 // stage's layers, its TP slice of heads, MLP columns, experts and vocab rows, replicated parts
 // in full), its cache bytes per token, and how many cache tokens fit in a memory budget.
-// It counts what the engine actually holds (model/*.cpp): norms, router, e_score bias, indexer
-// weights_proj and k_norm are f32 whatever the weight dtype; the MLA latent and indexer key
-// caches are replicated over the TP ranks of a stage (every head reads the one latent).
+// It counts what the engine actually holds (model/*.cpp): norms, e_score bias and k_norm are
+// f32 whatever the weight dtype; the router and the indexer's weights_proj as the published
+// checkpoints store them (bf16; f32 under an f32 plan); the MLA latent and indexer key caches
+// are replicated over the TP ranks of a stage (every head reads the one latent).
 #include <cstdint>
 #include <optional>
 #include <string>
