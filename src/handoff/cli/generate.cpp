@@ -44,6 +44,25 @@ namespace {
 // --max-new-tokens and --prefill-chunk: far beyond any context these models have.
 constexpr int64_t kMaxTokensFlag = int64_t{1} << 24;
 
+// The roofline's denominator: weight bytes per decode step, averaged over the run's steps (a
+// step's bytes depend on how many keys it attends: Model::active_weight_bytes_per_token). Token
+// j >= 1 of a generation comes from the step over position prompt + j - 1.
+size_t mean_decode_bytes(const model::Model& model,
+                         const std::vector<engine::GenerationResult>& results) {
+  double sum = 0;
+  int64_t steps = 0;
+  for (const auto& r : results) {
+    const auto prompt = static_cast<int64_t>(r.prompt.size());
+    for (int64_t j = 1; j < static_cast<int64_t>(r.generated.size()); ++j, ++steps)
+      sum += static_cast<double>(model.active_weight_bytes_per_token(prompt + j));
+  }
+  if (steps == 0) {  // no decode step ran: the one after the first prompt
+    const int64_t prompt = results.empty() ? 0 : static_cast<int64_t>(results[0].prompt.size());
+    return model.active_weight_bytes_per_token(prompt + 1);
+  }
+  return static_cast<size_t>(sum / static_cast<double>(steps) + 0.5);
+}
+
 struct GenerateArgs {
   std::string model_dir;
   std::string prompt_ids;
@@ -284,7 +303,7 @@ void run_generate(const GenerateArgs& args) {
         if (comm.topology().rank == root) {
           results = std::move(mine);
           is_root = true;
-          active_bytes = model->active_weight_bytes_per_token();
+          active_bytes = mean_decode_bytes(*model, results);
         }
       });
   if (!is_root) return;  // another MPI process reports

@@ -82,6 +82,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   // What this rank holds: its linear weights (its heads, experts, FFN and vocab slices of its
   // stage's layers) and its embedding rows; norms and biases are a few KiB.
   m->fp8_weights_ = weights.holds_fp8();
+  m->fp8_block_rows_ = weights.checkpoint().block_rows();
+  m->fp8_block_cols_ = weights.checkpoint().block_cols();
   // Every layer's router (weights_proj) is stored alike: the first one's says how all are held.
   for (int64_t l = 0; l < c.num_hidden_layers; ++l)
     if (c.is_moe_layer(l)) {
@@ -106,12 +108,13 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   return m;
 }
 
-size_t Model::active_weight_bytes_per_token() const {
+size_t Model::active_weight_bytes_per_token(int64_t keys) const {
   const ModelConfig& c = config_;
   const size_t elem = tensor::dtype_size(dtype_);
-  // FP8 matrices: 1 byte per weight and an f32 scale per row and 128 columns (as packed).
+  // FP8 matrices: 1 byte per weight and an f32 scale per row and block of columns (as packed).
+  const int64_t bc = fp8_block_cols_;
   auto mat = [&](int64_t r, int64_t k) {
-    if (fp8_weights_) return static_cast<size_t>(r * k + r * ((k + 127) / 128) * 4);
+    if (fp8_weights_) return static_cast<size_t>(r * k + r * ((k + bc - 1) / bc) * 4);
     return static_cast<size_t>(r * k) * elem;
   };
   auto dense = [&](int64_t r, int64_t k) { return static_cast<size_t>(r * k) * elem; };
@@ -124,17 +127,19 @@ size_t Model::active_weight_bytes_per_token() const {
   for (int64_t i = 0; i < h; ++i) {
     attn += mat(c.v_head_dim, c.kv_lora_rank);
     const int64_t nope = c.qk_nope_head_dim;
-    if (fp8_weights_ &&
-        MlaAttention::keeps_uk_t_fp8(i * head_rows, nope, 128, static_cast<int64_t>(elem)))
-      attn += static_cast<size_t>(
-          c.kv_lora_rank * ops::LinearWeight::fp8_packed_row_bytes(i * head_rows, nope, 128));
+    if (fp8_weights_ && MlaAttention::keeps_uk_t_fp8(i * head_rows, nope, fp8_block_rows_,
+                                                     static_cast<int64_t>(elem)))
+      attn += static_cast<size_t>(c.kv_lora_rank * ops::LinearWeight::fp8_packed_row_bytes(
+                                                       i * head_rows, nope, fp8_block_rows_));
     else
       attn += dense(c.kv_lora_rank, nope);
   }
-  if (c.has_indexer)
-    attn += mat(c.index_n_heads * c.index_head_dim, c.q_lora_rank) +
-            mat(c.index_head_dim, c.hidden_size) +
-            static_cast<size_t>(c.index_n_heads * c.hidden_size) * index_weights_elem_;
+  if (c.has_indexer) {
+    attn += mat(c.index_head_dim, c.hidden_size);  // the key, cached at every position
+    if (keys > c.index_topk)
+      attn += mat(c.index_n_heads * c.index_head_dim, c.q_lora_rank) +
+              static_cast<size_t>(c.index_n_heads * c.hidden_size) * index_weights_elem_;
+  }
   size_t total = dense(c.vocab_size, c.hidden_size);  // lm_head: never FP8 here
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     total += attn;

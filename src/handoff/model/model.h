@@ -58,8 +58,10 @@ class Model {
   bool is_first_stage() const { return stage_ == 0; }
   bool is_last_stage() const { return stage_ + 1 == plan_.options.pp; }
   // Weight bytes a decode token reads in the whole model (all ranks): attention, dense layers,
-  // shared and top-k experts, lm_head (the embedding row is negligible).
-  size_t active_weight_bytes_per_token() const;
+  // shared and top-k experts, lm_head (the embedding row is negligible), for a token attending
+  // `keys` cache positions (its own included): at most index_topk of them, the indexer's query
+  // weights (wq_b, weights_proj) are not read, since every key is selected anyway.
+  size_t active_weight_bytes_per_token(int64_t keys) const;
 
   // A cache for this stage's layers.
   cache::CacheShape cache_shape(int64_t num_blocks, int64_t block_size) const;
@@ -97,6 +99,9 @@ class Model {
   // Bytes per weight of the router and the indexer's weights_proj, as
   // WeightLoader::linear_fp32_math holds them.
   size_t router_elem_ = 4, index_weights_elem_ = 4;
+  // The FP8 block grid the matrices are packed on (the checkpoint's, or 128 x 128 when quantised
+  // at load): a packed matrix holds an f32 scale per row and block_cols columns.
+  int64_t fp8_block_rows_ = 128, fp8_block_cols_ = 128;
   tensor::DType latent_cache_dtype_ = tensor::DType::kF32, index_cache_dtype_ = tensor::DType::kF32;
   int64_t vocab_begin_ = 0, vocab_end_ = 0;  // this rank's rows of embedding and lm_head
   tensor::Tensor embed_;
