@@ -7,8 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
 
 #include "cli_support.h"
+#include "handoff/model/model.h"
 
 namespace handoff::testing {
 namespace {
@@ -54,6 +57,34 @@ TEST(GenerateCli, Fp8IndexerCacheDumpMatchesTheReferenceFp8Golden) {
   const std::string out =
       expect_dump_matches("--indexer-cache-dtype fp8", "golden_fp8sim.json", "fp8");
   EXPECT_NE(out.find("indexer key f8_e4m3"), std::string::npos) << out;
+}
+
+// The printed roofline denominator is the mean over the decode steps of the bytes each reads:
+// with index_topk 8 and a 4-token prompt, steps attending 5-8 keys skip the indexer's query
+// weights and those attending 9 or more read them.
+TEST(GenerateCli, ActiveBytesAreTheMeanOverTheDecodeSteps) {
+  const auto r = run_handoff("generate --model " + kCase +
+                             " --prompt-ids 1,2,3,4 --max-new-tokens 8 --dtype bf16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::smatch generated, bytes;
+  ASSERT_TRUE(std::regex_search(r.output, generated, std::regex("generated: ([0-9,]+)")))
+      << r.output;
+  ASSERT_TRUE(
+      std::regex_search(r.output, bytes, std::regex("active weight bytes per token: ([0-9]+)")))
+      << r.output;
+  const std::string ids = generated[1];
+  const auto tokens = static_cast<int64_t>(std::count(ids.begin(), ids.end(), ',') + 1);
+  model::LoadOptions options;
+  options.dtype = tensor::DType::kBF16;
+  const auto model = model::Model::load(kCase, options);
+  ASSERT_EQ(model->config().index_topk, 8);
+  ASSERT_GT(tokens, 5) << "the run must reach steps beyond index_topk keys";
+  double sum = 0;
+  for (int64_t j = 1; j < tokens; ++j)  // token j comes from the step attending 4 + j keys
+    sum += static_cast<double>(model->active_weight_bytes_per_token(4 + j));
+  EXPECT_EQ(std::stoull(bytes[1]),
+            static_cast<uint64_t>(sum / static_cast<double>(tokens - 1) + 0.5));
+  EXPECT_LT(model->active_weight_bytes_per_token(8), model->active_weight_bytes_per_token(9));
 }
 
 TEST(GenerateCli, BadInputIsAClearError) {
