@@ -32,7 +32,7 @@ Indexer::Indexer(const ModelConfig& config, const WeightLoader& weights, const s
 
 bool Indexer::selects(const StepMeta& meta) const {
   for (int64_t t = 0; t < meta.num_tokens(); ++t)
-    if (meta.token_pos[t] + 1 > topk_) return true;
+    if (selects(meta.token_pos[t] + 1, topk_)) return true;
   return false;
 }
 
@@ -95,13 +95,13 @@ void Indexer::forward(const StepMeta& meta, const Rope& rope, cache::PagedCache&
   // gathered once per tile and scored against all its queries by one matrix product.
   int64_t t = 0;
   while (t < t_count) {
-    if (meta.token_pos[t] + 1 <= topk_) {
+    if (!selects(meta.token_pos[t] + 1, topk_)) {
       ++t;
       continue;
     }
     int64_t end = t + 1;
     while (end < t_count && end - t < kGroupRows && meta.token_seq[end] == meta.token_seq[t] &&
-           meta.token_pos[end] + 1 > topk_)
+           selects(meta.token_pos[end] + 1, topk_))
       ++end;
     select_group(t, end, q, w, meta, cache, cache_layer, selected);
     t = end;

@@ -28,8 +28,10 @@ class Indexer {
   // index_topk) need only the key, which the cache keeps for later steps.
   void add_products(const StepMeta& meta, const float* x, const float* qr,
                     std::vector<ops::LinearProduct>& of_x, std::vector<ops::LinearProduct>& of_qr);
-  // Whether some token of the step has more causal keys than index_topk, so that its keys are
-  // scored and selected.
+  // Whether a token attending `keys` cache positions (its own included) selects among them: more
+  // than index_topk. Otherwise it keeps every key, and its query products are not needed.
+  static bool selects(int64_t keys, int64_t topk) { return keys > topk; }
+  // Whether some token of the step selects.
   bool selects(const StepMeta& meta) const;
   // After those products: writes each token's index key to the cache, then fills selected[t]
   // with the sorted key positions token t attends to; selected[t] stays empty when every

@@ -7,6 +7,7 @@
 
 #include "handoff/error.h"
 #include "handoff/log.h"
+#include "handoff/model/indexer.h"
 #include "handoff/ops/vector_ops.h"
 #include "handoff/parallel/scopes.h"
 #include "handoff/parallel/token_layout.h"
@@ -136,7 +137,7 @@ size_t Model::active_weight_bytes_per_token(int64_t keys) const {
   }
   if (c.has_indexer) {
     attn += mat(c.index_head_dim, c.hidden_size);  // the key, cached at every position
-    if (keys > c.index_topk)
+    if (Indexer::selects(keys, c.index_topk))
       attn += mat(c.index_n_heads * c.index_head_dim, c.q_lora_rank) +
               static_cast<size_t>(c.index_n_heads * c.hidden_size) * index_weights_elem_;
   }
