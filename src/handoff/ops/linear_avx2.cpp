@@ -20,11 +20,15 @@ constexpr int64_t kLanes = kRowBlock / 8;
 // L2, and the next chunk can be prefetched beside it. (Routed experts of K = 7168, from DRAM,
 // 2 threads, Zen 3: 0.92 of the time at 2 rows and 0.78 at 3 than with whole-K passes.)
 constexpr int64_t kKChunk = 1024;
-// Batched decode (2-16 rows) cuts finer: a 16 KiB slice (bf16) whose passes re-read it from L1
-// while the next one arrives. The batched step of 16 took 0.93-0.97 of the time it took with
-// kKChunk (bench-moe-dsa, 2 threads, Zen 3: the MoE region and the attention's products; 64
-// gained nothing); prefill's hundreds of rows keep kKChunk, to which 128 lost 7-20 %.
-constexpr int64_t kKChunkDecode = 128;
+// Batched decode cuts finer. 2-5 rows (the routed experts of a batch of 16): a 16 KiB slice
+// (bf16) whose passes re-read it from L1 while the next one arrives; 6-16 rows (the batch's
+// dense products, compute-bound): 64 KiB. With 128 for 2-16 rows the batched step of 16 took
+// 0.93-0.97 of its time with kKChunk (bench-moe-dsa, 2 threads, Zen 3, alternating in one
+// process; 64 gained nothing), and 512 for 6-16 rows then 0.97-1.01 (median 0.98) of that;
+// prefill's hundreds of rows keep kKChunk, to which 128 lost 7-20 %.
+constexpr int64_t kKChunkFewRows = 128;
+constexpr int64_t kFewRows = 5;
+constexpr int64_t kKChunkBatch = 512;
 // Software prefetch distance along a lane's weight stream.
 constexpr int kPrefetchBytes = 1024;
 // Largest unit (one block's k chunk) whose successor is prefetched while several passes walk
@@ -313,7 +317,10 @@ template <bool kBF16>
 void run(const PackedWeight& w, const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy,
          int64_t b0, int64_t b1, bool accumulate) {
   const int64_t kp = w.k_pad;
-  const int64_t chunk = m == 1 ? kp : m <= kDecodeRowsMax ? kKChunkDecode : kKChunk;
+  const int64_t chunk = m == 1                ? kp
+                        : m <= kFewRows       ? kKChunkFewRows
+                        : m <= kDecodeRowsMax ? kKChunkBatch
+                                              : kKChunk;
   constexpr int64_t kRowBytes = kRowBlock * (kBF16 ? 2 : 4);  // of one k in a block
   const char* data = static_cast<const char*>(w.data);
   // The run-ahead may pass b1: the pool deals each thread a contiguous run of blocks, and a
