@@ -5,11 +5,14 @@
 // bench/long_context.sh's decode column measures, in a loop short enough to profile and tune.
 //
 //   decode_depth_bench MODEL_DIR [--depth N ...] [--threads T] [--steps S] [--batch B]
-//                      [--quantize fp8]
+//                      [--versus B2] [--quantize fp8]
 //   (bf16 weights, or FP8 with --quantize fp8; bf16 latent and indexer caches:
 //   bench/long_context.sh's setting)
 // --batch B decodes B sequences in one step, each at the same depth over its own cache rows:
-// the batched decode step of `bench offline --concurrency B`.
+// the batched decode step of `bench offline --concurrency B`. --versus B2 alternates each step
+// of B sequences with one of the first B2 of them, and reports the median over step pairs of
+// the throughput ratio: on a machine whose speed drifts between runs (a shared host), a ratio
+// of steps taken a few milliseconds apart holds still where one of separate runs does not.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -49,13 +52,13 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     fmt::print(stderr,
                "usage: {} MODEL_DIR [--depth N ...] [--threads T] [--steps S] [--batch B] "
-               "[--quantize fp8]\n",
+               "[--versus B2] [--quantize fp8]\n",
                argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
   std::vector<int64_t> depths;
-  int threads = 2, steps = 16, batch = 1;
+  int threads = 2, steps = 16, batch = 1, versus = 0;
   bool fp8 = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -67,6 +70,8 @@ int main(int argc, char** argv) {
       steps = std::stoi(argv[i + 1]);
     else if (flag == "--batch")
       batch = std::stoi(argv[i + 1]);
+    else if (flag == "--versus")
+      versus = std::stoi(argv[i + 1]);
     else if (flag == "--quantize") {
       if (std::string(argv[i + 1]) != "fp8") {
         fmt::print(stderr, "--quantize takes fp8, got {}\n", argv[i + 1]);
@@ -79,6 +84,10 @@ int main(int argc, char** argv) {
     }
   }
   if (depths.empty()) depths = {512, 32768, 65536};
+  if (versus < 0 || versus > batch) {
+    fmt::print(stderr, "--versus takes 1..{} (at most --batch), got {}\n", batch, versus);
+    return 2;
+  }
   handoff::tensor::set_num_threads(threads);
 
   handoff::model::LoadOptions options;
@@ -115,17 +124,38 @@ int main(int argc, char** argv) {
       chunks[s].start_pos = depth;
       chunks[s].blocks = &tables[s];
     }
-    std::vector<double> ms;
-    for (int s = 0; s < steps + 2; ++s) {
+    const std::vector<handoff::model::SequenceChunk> fewer(chunks.begin(), chunks.begin() + versus);
+    auto step_ms = [&](const std::vector<handoff::model::SequenceChunk>& step) {
       const auto t0 = std::chrono::steady_clock::now();
-      model->forward(chunks, cache);
-      const std::chrono::duration<double, std::milli> took = std::chrono::steady_clock::now() - t0;
-      if (s >= 2) ms.push_back(took.count());  // the first steps warm caches and TLBs
+      model->forward(step, cache);
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+          .count();
+    };
+    std::vector<double> ms, versus_ms, ratios;
+    for (int s = 0; s < steps + 2; ++s) {
+      const double took = step_ms(chunks);
+      const double took_versus = versus > 0 ? step_ms(fewer) : 0.0;
+      if (s < 2) continue;  // the first steps warm caches and TLBs
+      ms.push_back(took);
+      if (versus == 0) continue;
+      versus_ms.push_back(took_versus);
+      ratios.push_back((batch / took) / (versus / took_versus));
     }
-    std::sort(ms.begin(), ms.end());
-    const double median = ms[ms.size() / 2];
+    auto median_of = [](std::vector<double>& v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    const double median = median_of(ms);
     fmt::print("depth {:>6}: {:7.2f} ms  {:6.2f} tok/s  (min {:.2f}, max {:.2f})\n", depth, median,
                1000.0 * batch / median, ms.front(), ms.back());
+    if (versus > 0) {
+      const double versus_median = median_of(versus_ms);
+      fmt::print(
+          "  batch {}: {:7.2f} ms  {:6.2f} tok/s; batch {} / batch {} throughput, median of "
+          "step pairs: {:.3f} (range {:.3f}-{:.3f})\n",
+          versus, versus_median, 1000.0 * versus / versus_median, batch, versus, median_of(ratios),
+          ratios.front(), ratios.back());
+    }
   }
   return 0;
 }
