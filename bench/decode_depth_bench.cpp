@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
   }
   if (depths.empty()) depths = {512, 32768, 65536};
   if (versus < 0 || versus > batch) {
-    fmt::print(stderr, "--versus takes 1..{} (at most --batch), got {}\n", batch, versus);
+    fmt::print(stderr, "--versus takes 1 to --batch ({}), or 0 for none; got {}\n", batch, versus);
     return 2;
   }
   handoff::tensor::set_num_threads(threads);
