@@ -15,10 +15,11 @@ namespace handoff::ops::detail::avx2 {
 namespace {
 
 constexpr int64_t kLanes = kRowBlock / 8;
-// K per chunk when more than one pass walks a block (two rows of x and more): the chunk's slice
-// of a 64-row block is 128 KiB (bf16) or 256 KiB (f32), so passes after the first re-read it from
-// L2, and the next chunk can be prefetched beside it. (Routed experts of K = 7168, from DRAM,
-// 2 threads, Zen 3: 0.92 of the time at 2 rows and 0.78 at 3 than with whole-K passes.)
+// K per chunk when more than one pass walks a block, for prefill (more than 16 rows of x): the
+// chunk's slice of a 64-row block is 128 KiB (bf16) or 256 KiB (f32), so passes after the first
+// re-read it from L2, and the next chunk can be prefetched beside it. (Chosen when it also served
+// batched decode: routed experts of K = 7168, from DRAM, 2 threads, Zen 3, took 0.92 of the time
+// at 2 rows and 0.78 at 3 than with whole-K passes.)
 constexpr int64_t kKChunk = 1024;
 // Batched decode cuts finer. 2-5 rows (the routed experts of a batch of 16): a 16 KiB slice
 // (bf16) whose passes re-read it from L1 while the next one arrives; 6-16 rows (the batch's
