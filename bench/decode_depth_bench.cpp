@@ -150,10 +150,12 @@ int main(int argc, char** argv) {
                1000.0 * batch / median, ms.front(), ms.back());
     if (versus > 0) {
       const double versus_median = median_of(versus_ms);
+      // Sorted here, before front() and back() are read (argument order is unspecified).
+      const double ratio = median_of(ratios);
       fmt::print(
           "  batch {}: {:7.2f} ms  {:6.2f} tok/s; batch {} / batch {} throughput, median of "
           "step pairs: {:.3f} (range {:.3f}-{:.3f})\n",
-          versus, versus_median, 1000.0 * versus / versus_median, batch, versus, median_of(ratios),
+          versus, versus_median, 1000.0 * versus / versus_median, batch, versus, ratio,
           ratios.front(), ratios.back());
     }
   }

@@ -221,40 +221,38 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
   const int64_t row0 = b * kRowBlock + lane0 * 8;
   const float* sa = scales != nullptr ? scales + lane0 * 8 : nullptr;
   const float* sb = scales != nullptr ? sa + 8 : nullptr;
-  if (w.n - row0 >= 16) {
-    // Both lanes hold rows (all but a matrix's last block): store_rows' sums without its masks,
-    // each scale loaded once, the accumulators stored from registers. FP8 prefill ends a tile
-    // every k block (128 columns): its products took 0.96-0.98 of the time (Zen 3, 2 threads).
-    const __m256 zero = _mm256_setzero_ps();
-    const __m256 s0 = sa != nullptr ? _mm256_loadu_ps(sa) : zero;
-    const __m256 s1 = sb != nullptr ? _mm256_loadu_ps(sb) : zero;
-    auto put = [&](int i, __m256 va, __m256 vb) {
-      float* out = y + i * ldy + row0;
-      const __m256 pa = accumulate ? _mm256_loadu_ps(out) : zero;
-      const __m256 pb = accumulate ? _mm256_loadu_ps(out + 8) : zero;
-      if (sa != nullptr) {
-        va = _mm256_fmadd_ps(va, s0, pa);
-        vb = _mm256_fmadd_ps(vb, s1, pb);
-      } else if (accumulate) {
-        va = _mm256_add_ps(va, pa);
-        vb = _mm256_add_ps(vb, pb);
-      }
-      _mm256_storeu_ps(out, va);
-      _mm256_storeu_ps(out + 8, vb);
-    };
-    put(0, a0, b0);
-    put(1, a1, b1);
-    put(2, a2, b2);
-    put(3, a3, b3);
-    put(4, a4, b4);
-    if constexpr (R > 5) put(5, a5, b5);
-    return;
-  }
-  const __m256 as[6] = {a0, a1, a2, a3, a4, a5}, bs[6] = {b0, b1, b2, b3, b4, b5};
-  for (int i = 0; i < R; ++i) {
-    store_rows(w, y + i * ldy + row0, row0, as[i], accumulate, sa);
-    store_rows(w, y + i * ldy + row0 + 8, row0 + 8, bs[i], accumulate, sb);
-  }
+  // When both lanes hold rows (all but a matrix's last block), store_rows' sums without its
+  // masks, each scale loaded once, the accumulators stored from registers. FP8 prefill ends a
+  // tile every k block (128 columns): its products took 0.96-0.98 of the time (Zen 3, 2 threads).
+  const bool full = w.n - row0 >= 16;
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256 s0 = full && sa != nullptr ? _mm256_loadu_ps(sa) : zero;
+  const __m256 s1 = full && sb != nullptr ? _mm256_loadu_ps(sb) : zero;
+  auto put = [&](int i, __m256 va, __m256 vb) {
+    float* out = y + i * ldy + row0;
+    if (!full) {
+      store_rows(w, out, row0, va, accumulate, sa);
+      store_rows(w, out + 8, row0 + 8, vb, accumulate, sb);
+      return;
+    }
+    const __m256 pa = accumulate ? _mm256_loadu_ps(out) : zero;
+    const __m256 pb = accumulate ? _mm256_loadu_ps(out + 8) : zero;
+    if (sa != nullptr) {
+      va = _mm256_fmadd_ps(va, s0, pa);
+      vb = _mm256_fmadd_ps(vb, s1, pb);
+    } else if (accumulate) {
+      va = _mm256_add_ps(va, pa);
+      vb = _mm256_add_ps(vb, pb);
+    }
+    _mm256_storeu_ps(out, va);
+    _mm256_storeu_ps(out + 8, vb);
+  };
+  put(0, a0, b0);
+  put(1, a1, b1);
+  put(2, a2, b2);
+  put(3, a3, b3);
+  put(4, a4, b4);
+  if constexpr (R > 5) put(5, a5, b5);
 }
 
 // MR rows of x against the lanes [0, lanes) of block b, NB lanes at a time.
