@@ -16,15 +16,18 @@
 #     models/bench-moe, made by make-model like bench/bench_moe.sh) is exported by
 #     `handoff export-gguf` at bf16 and f32 (exact widening), and llama-quantize makes a Q8_0
 #     file from the f32 one. ROUNDS rounds, each: stream_read (read bandwidth, 1 and 2 threads),
-#     then per weight type llama-bench (-t THREADS -p PROMPT_LEN -n DECODE -r 1) and
-#     `handoff bench offline` (one request, PROMPT_LEN random ids in, DECODE out; prefill =
-#     PROMPT_LEN / TTFT, decode = 1 / TPOT), the engine order alternating per round. Beside
+#     then per weight type llama-bench (-t THREADS -p PROMPT_LEN -n DECODE -d 0,PROMPT_LEN
+#     -r 1) and `handoff bench offline` (one request, PROMPT_LEN random ids in, DECODE out;
+#     prefill = PROMPT_LEN / TTFT, decode = 1 / TPOT; and one of a single id in, DECODE out),
+#     the engine order alternating per round. Decode is measured at two depths, for both
+#     engines: after the prompt (cache positions PROMPT_LEN.., a served request's decode) and
+#     from an empty cache (llama-bench's plain tg, which does not follow its pp test). Beside
 #     Q8_0 Handoff runs `--quantize fp8` (the published FP8 block format; its output head stays
 #     bf16, so its roofline is not given). bf16 and fp8 also run with `--activations bf16`
 #     (rows "-bf16act": prefill products on bf16-rounded inputs). The table: medians over
 #     rounds; roofline = median 2-thread bandwidth / active weight bytes per token (of the GGUF:
 #     everything but the embedding table, which is one row per token, and routed experts
-#     counted n_used / n_expert).
+#     counted n_used / n_expert; cache reads are not in it, so depth 0 is the weight stream).
 #  3. check (MODE check|all): f32 bench-moe checkpoints of deepseek_v3 and deepseek_v32 (made by
 #     make-model, seed 1), plus the deepseek_v32 one with index_topk 8 (its DSA selection is
 #     sparse within the 24 positions), exported with export-gguf. A fixed 16-token prompt:
@@ -146,7 +149,7 @@ run_speed() {
     log "llama-quantize -> ${GGUF[q8_0]}"
     "$LLAMA_BUILD/bin/llama-quantize" "${GGUF[f32]}" "${GGUF[q8_0]}" Q8_0 > "$OUT/quantize.log" 2>&1
   fi
-  printf 'round\tengine\tweights\tprefill_tps\tdecode_tps\tload1\n' > "$OUT/runs.tsv"
+  printf 'round\tengine\tweights\tprefill_tps\tdecode_tps\tdecode0_tps\tload1\n' > "$OUT/runs.tsv"
   printf 'round\tthreads\tGBps\n' > "$OUT/bandwidth.tsv"
   local prompt_file=$OUT/prompt.txt
   for ((r = 1; r <= ROUNDS; ++r)); do
@@ -166,18 +169,24 @@ EOF
         l1=$(cut -d' ' -f1 /proc/loadavg)
         if [[ $e == llama ]]; then
           f=$OUT/llama_${w}_r$r.json
+          # -d 0,P: pp and tg from an empty cache, and again after P cached tokens (its
+          # pp at depth P is run too and not used).
           "$LLAMA_BUILD/bin/llama-bench" -m "${GGUF[$w]}" -t "$THREADS" -p "$PROMPT_LEN" \
-            -n "$DECODE" -r 1 -o json > "$f" 2> "$f.err"
-          read -r p d <<< "$(python3 - "$f" "$PROMPT_LEN" "$DECODE" << 'EOF'
+            -n "$DECODE" -d "0,$PROMPT_LEN" -r 1 -o json > "$f" 2> "$f.err"
+          read -r p d d0 <<< "$(python3 - "$f" "$PROMPT_LEN" "$DECODE" << 'EOF'
 import json, sys
 runs = json.load(open(sys.argv[1])); n_p, n_d = int(sys.argv[2]), int(sys.argv[3])
-p = [x["avg_ts"] for x in runs if x["n_prompt"] == n_p and x["n_gen"] == 0]
-d = [x["avg_ts"] for x in runs if x["n_prompt"] == 0 and x["n_gen"] == n_d]
-print(f"{p[0]:.2f}" if p else "NA", f"{d[0]:.2f}" if d else "NA")
+def ts(prompt, gen, depth):
+    x = [x["avg_ts"] for x in runs
+         if (x["n_prompt"], x["n_gen"], x.get("n_depth", 0)) == (prompt, gen, depth)]
+    return f"{x[0]:.2f}" if x else "NA"
+print(ts(n_p, 0, 0), ts(0, n_d, n_p), ts(0, n_d, 0))
 EOF
 )"
-          printf '%s\tllama.cpp\t%s\t%s\t%s\t%s\n' "$r" "$w" "$p" "$d" "$l1" >> "$OUT/runs.tsv"
-          log "round $r llama.cpp $w: prefill $p tok/s, decode $d tok/s (load $l1)"
+          printf '%s\tllama.cpp\t%s\t%s\t%s\t%s\t%s\n' "$r" "$w" "$p" "$d" "$d0" "$l1" \
+            >> "$OUT/runs.tsv"
+          log "round $r llama.cpp $w: prefill $p tok/s, decode $d tok/s after the prompt," \
+            "$d0 from an empty cache (load $l1)"
         else
           # Beside llama.cpp's Q8_0: Handoff's 8-bit path, the published FP8 block format
           # (--quantize fp8 of the same bf16 checkpoint; the output head stays bf16). bf16 and
@@ -199,9 +208,20 @@ EOF
               --kv-cache-tokens $((PROMPT_LEN + DECODE + 64)) > "$f" 2> "$f.err"
             p=$(awk -v n="$PROMPT_LEN" '$1 == "TTFT" {printf "%.2f", n / ($3 / 1000)}' "$f")
             d=$(awk '$1 == "TPOT" {printf "%.2f", 1000 / $3}' "$f")
-            printf '%s\tHandoff\t%s\t%s\t%s\t%s\n' "$r" "$label" "${p:-NA}" "${d:-NA}" "$l1" \
-              >> "$OUT/runs.tsv"
-            log "round $r Handoff $label: prefill ${p:-NA} tok/s, decode ${d:-NA} tok/s (load $l1)"
+            # Decode from an (almost) empty cache, as llama-bench's tg: one id in. The
+            # activations flag applies to prefill products only, so only exact runs it.
+            local d0=NA
+            if [[ $act == exact ]]; then
+              "$HANDOFF" bench offline --model "$MODEL" "${flags[@]}" --threads "$THREADS" \
+                --concurrency 1 --num-prompts 1 --input-len 1 --output-len "$DECODE" \
+                --max-model-len $((1 + DECODE)) --kv-cache-tokens $((DECODE + 64)) \
+                > "$f.depth0" 2> "$f.depth0.err"
+              d0=$(awk '$1 == "TPOT" {printf "%.2f", 1000 / $3}' "$f.depth0")
+            fi
+            printf '%s\tHandoff\t%s\t%s\t%s\t%s\t%s\n' "$r" "$label" "${p:-NA}" "${d:-NA}" \
+              "${d0:-NA}" "$l1" >> "$OUT/runs.tsv"
+            log "round $r Handoff $label: prefill ${p:-NA} tok/s, decode ${d:-NA} tok/s after" \
+              "the prompt, ${d0:-NA} from an empty cache (load $l1)"
           done
         fi
       done
@@ -224,7 +244,8 @@ speed_table() {
     echo "model: $MODEL; $THREADS threads, batch 1, prefill $PROMPT_LEN, decode $DECODE;" \
       "medians of $rounds interleaved rounds; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo
-    python3 - "$OUT/runs.tsv" "$bw2" "${GGUF[bf16]}" "${GGUF[f32]}" "${GGUF[q8_0]}" << 'EOF'
+    python3 - "$OUT/runs.tsv" "$bw2" "${GGUF[bf16]}" "${GGUF[f32]}" "${GGUF[q8_0]}" \
+      "$PROMPT_LEN" << 'EOF'
 import csv, os, statistics, struct, sys
 
 def active_bytes(path):
@@ -278,20 +299,40 @@ rows = []
 for key in dict.fromkeys((r["engine"], r["weights"]) for r in runs):
     rs = [r for r in runs if (r["engine"], r["weights"]) == key]
     p, d = med(r["prefill_tps"] for r in rs), med(r["decode_tps"] for r in rs)
+    d0 = med(r.get("decode0_tps", "NA") for r in rs)
     a = active_bytes(gguf.get(key[1].split("-")[0]))
     roof = bw * 1e9 / a if bw and a else None
-    span = lambda col: "–".join(f"{v:.0f}" for v in sorted({min(float(r[col]) for r in rs if r[col] != "NA"), max(float(r[col]) for r in rs if r[col] != "NA")})) if any(r[col] != "NA" for r in rs) else "NA"
+    def span(col):
+        xs = [float(r[col]) for r in rs if r.get(col, "NA") not in ("NA", "", None)]
+        return "–".join(f"{v:.0f}" for v in sorted({min(xs), max(xs)})) if xs else "NA"
+    pct = lambda v: f"{100 * v / roof:.0f} %" if roof and v else "NA"
     rows.append([key[0], key[1].upper() if key[0] == "llama.cpp" else key[1],
                  f"{p:.1f}" if p else "NA", span("prefill_tps"),
-                 f"{d:.1f}" if d else "NA", span("decode_tps"),
-                 f"{a / 1e6:.1f}" if a else "NA",
-                 f"{100 * d / roof:.0f} %" if roof and d else "NA"])
-hdr = ["engine", "weights", "prefill tok/s", "(range)", "decode tok/s", "(range)",
-       "active MB/token", "decode % of roofline"]
+                 f"{d:.1f}" if d else "NA", span("decode_tps"), pct(d),
+                 f"{d0:.1f}" if d0 else "NA", span("decode0_tps"), pct(d0),
+                 f"{a / 1e6:.1f}" if a else "NA"])
+hdr = ["engine", "weights", "prefill tok/s", "(range)", f"decode at depth {sys.argv[6]} tok/s",
+       "(range)", "% of roofline", "decode at depth 0 tok/s", "(range)", "% of roofline",
+       "active MB/token"]
 print("| " + " | ".join(hdr) + " |")
 print("|" + "|".join("---" for _ in hdr) + "|")
 for r in rows:
     print("| " + " | ".join(r) + " |")
+# Handoff over llama.cpp, medians against medians, each column at the same depth for both.
+pairs = [("bf16", "bf16"), ("f32", "f32"), ("fp8", "q8_0")]
+cols = [("prefill", "prefill_tps"), (f"decode at depth {sys.argv[6]}", "decode_tps"),
+        ("decode at depth 0", "decode0_tps")]
+print()
+for h, l in pairs:
+    hs = [r for r in runs if r["engine"] == "Handoff" and r["weights"] == h]
+    ls = [r for r in runs if r["engine"] == "llama.cpp" and r["weights"] == l]
+    if not hs or not ls:
+        continue
+    parts = []
+    for name, col in cols:
+        a, b = med(r.get(col, "NA") for r in hs), med(r.get(col, "NA") for r in ls)
+        parts.append(f"{name} {a / b:.2f}x" if a and b else f"{name} NA")
+    print(f"Handoff {h} / llama.cpp {l.upper()}: " + ", ".join(parts))
 EOF
   } | tee "$OUT/table.txt"
 }
