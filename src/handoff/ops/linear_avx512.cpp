@@ -28,6 +28,9 @@ constexpr int64_t kKChunk = 1024;
 // Software prefetch distance along the block's one weight stream. Without it the M=4 kernel
 // streamed at ~18 GB/s against ~25-27 GB/s with it (1 thread); 1 KiB did better than 4 KiB.
 constexpr int kPrefetchBytes = 1024;
+// Decode tiles (M <= 2): 4 KiB ahead streamed 38-42 GB/s against 36-39 at 1 KiB (standalone M = 1
+// tile, 2 threads, Zen 5, 2026-12-04); beside 4 chain sets, 48-52 against 38.
+constexpr int kDecodePrefetchBytes = 4096;
 // FP8 decode reads one 64-byte line per k, a quarter of bf16's bytes per step, so the L1
 // prefetch alone kept too few lines in flight: 7.4 GB/s per thread from DRAM against bf16's 13.7
 // (BM_ExpertsFromDram, Intel AMX Xeon, 2026-12-02). A second prefetch, into L2 16 KiB ahead, took
@@ -37,16 +40,22 @@ constexpr int kFp8L2PrefetchBytes = 16384;
 constexpr int64_t kWidenCols = 512;
 
 // The first NB lanes (16 rows each) of block b × MR input rows; NB < 4 only for the last block
-// of a matrix whose N leaves lanes unused, which are then not read at all. For tiny NB·MR,
-// even and odd k go to separate accumulators so enough FMA chains are in flight to hide the FMA
-// latency. Covers k in [k0, k1); when `accumulate`, adds to what y already holds (a previous k
-// chunk). kScaled (the widened FP8 blocks): [k0, k1) is one k block, summed in one chain in k
-// order as every FP8 path sums it, and y (+)= sum · scales[row in block].
+// of a matrix whose N leaves lanes unused, which are then not read at all. For tiny NB·MR, k
+// goes round kAcc sets of accumulators (k mod 2 or k mod 4), so enough FMA chains are in flight
+// that a late line stalls one chain, not the stream: decode's M = 1 tile on 2 chain sets streamed
+// 36-42 GB/s (2 threads, Zen 5) where a pure load loop read 48-57; on 4 sets 47-52. Covers k in
+// [k0, k1); when `accumulate`, adds to what y already holds (a previous k chunk). kScaled (the
+// widened FP8 blocks): [k0, k1) is one k block, summed in one chain in k order as every FP8 path
+// sums it, and y (+)= sum · scales[row in block].
 template <bool kBF16, int NB, int MR, bool kScaled = false>
 void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
           int64_t k0, int64_t k1, bool accumulate, const float* scales = nullptr) {
-  constexpr bool kSplit = NB * MR <= 8 && !kScaled;
-  constexpr int kAcc = kSplit ? 2 : 1;
+  constexpr int kAcc = kScaled ? 1 : NB * MR <= 4 ? 4 : NB * MR <= 8 ? 2 : 1;
+  // k per step: two per 64-byte bf16 load; the 4-set tile takes two loads per lane a step.
+  constexpr int kStep = kAcc == 4 ? 4 : 2;
+  // Decode's tiles stream from DRAM with little work per line and want the prefetch further
+  // ahead than prefill's tiles, which re-read their K chunk from L2.
+  constexpr int kAhead = MR <= 2 ? kDecodePrefetchBytes : kPrefetchBytes;
   __m512 acc[kAcc][NB][MR];
   for (int s = 0; s < kAcc; ++s)
     for (int j = 0; j < NB; ++j)
@@ -54,29 +63,37 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
 
   const int64_t kp = w.k_pad;
   const __m512i hi_mask = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-  for (int64_t k = k0; k < k1; k += 2) {
-    __m512 w0[NB], w1[NB];
-    for (int j = 0; j < NB; ++j) {
-      if constexpr (kBF16) {
-        const auto* p = static_cast<const uint16_t*>(w.data) + (b * kp + k) * kRowBlock + j * 32;
-        _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-        const __m512i v = _mm512_loadu_si512(p);
-        w0[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-        w1[j] = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
-      } else {
-        const auto* p = static_cast<const float*>(w.data) + (b * kp + k) * kRowBlock + j * kLane;
-        _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(p + kRowBlock) + kPrefetchBytes, _MM_HINT_T0);
-        w0[j] = _mm512_loadu_ps(p);
-        w1[j] = _mm512_loadu_ps(p + kRowBlock);
-      }
-    }
-    for (int i = 0; i < MR; ++i) {
-      const __m512 x0 = _mm512_set1_ps(x[i * ldx + k]);
-      const __m512 x1 = _mm512_set1_ps(x[i * ldx + k + 1]);
+  for (int64_t k = k0; k < k1; k += kStep) {
+    for (int half = 0; half < kStep / 2; ++half) {
+      const int64_t kk = k + 2 * half;
+      __m512 w0[NB], w1[NB];
       for (int j = 0; j < NB; ++j) {
-        acc[0][j][i] = _mm512_fmadd_ps(w0[j], x0, acc[0][j][i]);
-        acc[kAcc - 1][j][i] = _mm512_fmadd_ps(w1[j], x1, acc[kAcc - 1][j][i]);
+        if constexpr (kBF16) {
+          const auto* p =
+              static_cast<const uint16_t*>(w.data) + (b * kp + kk) * kRowBlock + j * 32;
+          _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead, _MM_HINT_T0);
+          const __m512i v = _mm512_loadu_si512(p);
+          w0[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+          w1[j] = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
+        } else {
+          const auto* p =
+              static_cast<const float*>(w.data) + (b * kp + kk) * kRowBlock + j * kLane;
+          _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(p + kRowBlock) + kAhead, _MM_HINT_T0);
+          w0[j] = _mm512_loadu_ps(p);
+          w1[j] = _mm512_loadu_ps(p + kRowBlock);
+        }
+      }
+      // Sets: k mod kAcc (kAcc 2 or 4), or all k in one (kAcc 1).
+      constexpr int kOdd = kAcc == 1 ? 0 : 1;
+      const int s0 = kAcc == 4 ? 2 * half : 0;
+      for (int i = 0; i < MR; ++i) {
+        const __m512 x0 = _mm512_set1_ps(x[i * ldx + kk]);
+        const __m512 x1 = _mm512_set1_ps(x[i * ldx + kk + 1]);
+        for (int j = 0; j < NB; ++j) {
+          acc[s0][j][i] = _mm512_fmadd_ps(w0[j], x0, acc[s0][j][i]);
+          acc[s0 + kOdd][j][i] = _mm512_fmadd_ps(w1[j], x1, acc[s0 + kOdd][j][i]);
+        }
       }
     }
   }
@@ -86,7 +103,9 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
     const __mmask16 mask = valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << valid) - 1);
     for (int i = 0; i < MR; ++i) {
       __m512 r = acc[0][j][i];
-      if constexpr (kSplit) r = _mm512_add_ps(r, acc[1][j][i]);
+      if constexpr (kAcc == 2) r = _mm512_add_ps(r, acc[1][j][i]);
+      if constexpr (kAcc == 4)
+        r = _mm512_add_ps(_mm512_add_ps(r, acc[1][j][i]), _mm512_add_ps(acc[2][j][i], acc[3][j][i]));
       const __m512 prev =
           accumulate ? _mm512_maskz_loadu_ps(mask, y + i * ldy + row0) : _mm512_setzero_ps();
       if constexpr (kScaled) {
