@@ -69,15 +69,13 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
       __m512 w0[NB], w1[NB];
       for (int j = 0; j < NB; ++j) {
         if constexpr (kBF16) {
-          const auto* p =
-              static_cast<const uint16_t*>(w.data) + (b * kp + kk) * kRowBlock + j * 32;
+          const auto* p = static_cast<const uint16_t*>(w.data) + (b * kp + kk) * kRowBlock + j * 32;
           _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead, _MM_HINT_T0);
           const __m512i v = _mm512_loadu_si512(p);
           w0[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
           w1[j] = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
         } else {
-          const auto* p =
-              static_cast<const float*>(w.data) + (b * kp + kk) * kRowBlock + j * kLane;
+          const auto* p = static_cast<const float*>(w.data) + (b * kp + kk) * kRowBlock + j * kLane;
           _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead, _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(p + kRowBlock) + kAhead, _MM_HINT_T0);
           w0[j] = _mm512_loadu_ps(p);
@@ -105,7 +103,8 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
       __m512 r = acc[0][j][i];
       if constexpr (kAcc == 2) r = _mm512_add_ps(r, acc[1][j][i]);
       if constexpr (kAcc == 4)
-        r = _mm512_add_ps(_mm512_add_ps(r, acc[1][j][i]), _mm512_add_ps(acc[2][j][i], acc[3][j][i]));
+        r = _mm512_add_ps(_mm512_add_ps(r, acc[1][j][i]),
+                          _mm512_add_ps(acc[2][j][i], acc[3][j][i]));
       const __m512 prev =
           accumulate ? _mm512_maskz_loadu_ps(mask, y + i * ldy + row0) : _mm512_setzero_ps();
       if constexpr (kScaled) {
