@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <chrono>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -114,18 +115,23 @@ int main(int argc, char** argv) {
 
   fmt::print("{} threads, batch {}; ms per decode step (median of {}), tok/s\n", threads, batch,
              steps);
-  // Distinct tokens, so that a batch's rows route to different experts as real requests do.
-  std::vector<std::vector<int32_t>> tokens;
-  for (int32_t s = 0; s < batch; ++s) tokens.push_back({1 + s * 997 % 30000});
+  // A new token per row and step, so that rows and steps route to different experts as real
+  // decoding does: with one fixed token every step re-reads the same experts from cache, and
+  // measured ~30 % faster than real decode on bench-moe (Zen 5, 2026-12-04).
+  auto token_of = [](size_t row, int step) {
+    return static_cast<int32_t>(1 + (row * 997 + static_cast<size_t>(step) * 7919) % 30000);
+  };
+  std::vector<int32_t> step_tokens(static_cast<size_t>(batch));  // the chunks' tokens
   for (const int64_t depth : depths) {
     std::vector<handoff::model::SequenceChunk> chunks(static_cast<size_t>(batch));
     for (size_t s = 0; s < chunks.size(); ++s) {
-      chunks[s].tokens = tokens[s];
+      chunks[s].tokens = std::span<const int32_t>(&step_tokens[s], 1);
       chunks[s].start_pos = depth;
       chunks[s].blocks = &tables[s];
     }
     const std::vector<handoff::model::SequenceChunk> fewer(chunks.begin(), chunks.begin() + versus);
-    auto step_ms = [&](const std::vector<handoff::model::SequenceChunk>& step) {
+    auto step_ms = [&](const std::vector<handoff::model::SequenceChunk>& step, int number) {
+      for (size_t r = 0; r < step.size(); ++r) step_tokens[r] = token_of(r, number);
       const auto t0 = std::chrono::steady_clock::now();
       model->forward(step, cache);
       return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
@@ -133,8 +139,8 @@ int main(int argc, char** argv) {
     };
     std::vector<double> ms, versus_ms, ratios;
     for (int s = 0; s < steps + 2; ++s) {
-      const double took = step_ms(chunks);
-      const double took_versus = versus > 0 ? step_ms(fewer) : 0.0;
+      const double took = step_ms(chunks, s);
+      const double took_versus = versus > 0 ? step_ms(fewer, s) : 0.0;
       if (s < 2) continue;  // the first steps warm caches and TLBs
       ms.push_back(took);
       if (versus == 0) continue;

@@ -111,7 +111,7 @@ class Model {
   std::vector<DecoderLayer> layers_;
   StepMeta meta_;
   std::vector<int64_t> logit_rows_;  // rows of the step that need logits
-  Scratch scratch_;
+  Scratch scratch_{8};               // staggered from layer_scratch_ (scratch.h)
   int64_t last_rows_sent_ = 0, last_rows_received_ = 0;
 };
 

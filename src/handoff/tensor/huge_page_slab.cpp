@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "handoff/error.h"
@@ -22,12 +23,17 @@ struct Slab {
 
 }  // namespace
 
-std::shared_ptr<void> allocate_on_huge_pages(size_t bytes) {
-  const size_t rounded = (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-  void* p = std::aligned_alloc(kHugePageBytes, rounded == 0 ? kHugePageBytes : rounded);
-  if (p == nullptr) fail("out of memory allocating {} bytes for a tensor", bytes);
+void* allocate_huge_pages_raw(size_t bytes) {
+  const size_t rounded =
+      std::max(kHugePageBytes, (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes);
+  void* p = std::aligned_alloc(kHugePageBytes, rounded);
+  if (p == nullptr) fail("out of memory allocating {} bytes", bytes);
   ::madvise(p, rounded, MADV_HUGEPAGE);  // a hint; may be refused
-  return {p, std::free};
+  return p;
+}
+
+std::shared_ptr<void> allocate_on_huge_pages(size_t bytes) {
+  return {allocate_huge_pages_raw(bytes), std::free};
 }
 
 std::shared_ptr<void> allocate_long_lived(size_t bytes) {

@@ -7,7 +7,9 @@
 // to run instead of 9-10 (docs/performance.md). So small buffers are carved in sequence out of
 // shared 32 MiB slabs, each slab kept alive by the buffers in it.
 #include <cstddef>
+#include <cstdlib>
 #include <memory>
+#include <new>
 
 namespace handoff::tensor {
 
@@ -21,5 +23,30 @@ std::shared_ptr<void> allocate_on_huge_pages(size_t bytes);
 // slab is the calling thread's (loading ranks do not contend); a freed buffer's space is not
 // reused, so the call is for long-lived data only.
 std::shared_ptr<void> allocate_long_lived(size_t bytes);
+
+// Raw halves of allocate_on_huge_pages, for containers: release with std::free.
+void* allocate_huge_pages_raw(size_t bytes);
+
+// For growable buffers: from kHugePageBytes up, on huge pages of their own; below, the heap
+// (64-byte aligned).
+template <typename T>
+struct HugePageAllocator {
+  using value_type = T;
+  HugePageAllocator() = default;
+  template <typename U>
+  explicit HugePageAllocator(const HugePageAllocator<U>&) {}
+  T* allocate(size_t n) {
+    const size_t bytes = n * sizeof(T);
+    if (bytes >= kHugePageBytes) return static_cast<T*>(allocate_huge_pages_raw(bytes));
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (p == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  template <typename U>
+  bool operator==(const HugePageAllocator<U>&) const {
+    return true;
+  }
+};
 
 }  // namespace handoff::tensor
