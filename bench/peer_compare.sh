@@ -63,15 +63,18 @@ LLAMA=$PEER/llama.cpp
 # on deepseek32 (ggml-backend.cpp: GGML_ASSERT(*cur_backend_id != -1), also with
 # `-ot .*=CPU`), so there it is built for the CPU's AVX-512 features without AMX, in its own
 # folder (measured 2026-12-02; llama.cpp de3ff81).
+# A native build is tuned to (and may use instructions of) the CPU it was built on, and these
+# machines change CPU between sessions, so each CPU model gets its own build folder.
+CPU_TAG=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //; s/([^)]*)//g; s/[^A-Za-z0-9]\+/-/g; s/^-//; s/-$//')
 LLAMA_FLAGS=(-DGGML_NATIVE=ON)
-LLAMA_BUILD=$LLAMA/build
+LLAMA_BUILD=$LLAMA/build-native-$CPU_TAG
 if grep -qw amx_int8 /proc/cpuinfo; then
   LLAMA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
     -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
   for f in vbmi vnni bf16; do
     grep -qw "avx512_$f\|avx512$f" /proc/cpuinfo && LLAMA_FLAGS+=("-DGGML_AVX512_${f^^}=ON")
   done
-  LLAMA_BUILD=$LLAMA/build-noamx
+  LLAMA_BUILD=$LLAMA/build-noamx-$CPU_TAG
 fi
 NICE=${NICE:-nice -n 19}
 
