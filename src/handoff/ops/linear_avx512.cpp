@@ -28,8 +28,10 @@ constexpr int64_t kKChunk = 1024;
 // Software prefetch distance along the block's one weight stream. Without it the M=4 kernel
 // streamed at ~18 GB/s against ~25-27 GB/s with it (1 thread); 1 KiB did better than 4 KiB.
 constexpr int kPrefetchBytes = 1024;
-// Decode tiles (M <= 2): 4 KiB ahead streamed 38-42 GB/s against 36-39 at 1 KiB (standalone M = 1
-// tile, 2 threads, Zen 5, 2026-12-04); beside 4 chain sets, 48-52 against 38.
+// Decode tiles (M <= 4, whole K from memory): 4 KiB ahead streamed 38-42 GB/s against 36-39 at
+// 1 KiB (standalone M = 1 tile, 2 threads, Zen 5, 2026-12-04); beside 4 chain sets, 48-52
+// against 38. At M = 3 and 4 (a batched step's experts) 1 KiB read 23-24 GB/s against 26-29 at
+// 4 KiB, and 8 or 16 KiB no more (BM_ExpertsFromDram, 2 threads, Intel Xeon, 2026-12-05).
 constexpr int kDecodePrefetchBytes = 4096;
 // FP8 decode reads one 64-byte line per k, a quarter of bf16's bytes per step, so the L1
 // prefetch alone kept too few lines in flight: 7.4 GB/s per thread from DRAM against bf16's 13.7
@@ -46,8 +48,9 @@ constexpr int64_t kWidenCols = 512;
 // 36-42 GB/s (2 threads, Zen 5) where a pure load loop read 48-57; on 4 sets 47-52. Covers k in
 // [k0, k1); when `accumulate`, adds to what y already holds (a previous k chunk). kScaled (the
 // widened FP8 blocks): [k0, k1) is one k block, summed in one chain in k order as every FP8 path
-// sums it, and y (+)= sum · scales[row in block].
-template <bool kBF16, int NB, int MR, bool kScaled = false>
+// sums it, and y (+)= sum · scales[row in block]. kStream: the tile walks the whole K of a
+// decode product (M <= 4) from memory rather than a K chunk from L2.
+template <bool kBF16, int NB, int MR, bool kScaled = false, bool kStream = false>
 void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
           int64_t k0, int64_t k1, bool accumulate, const float* scales = nullptr) {
   constexpr int kAcc = kScaled ? 1 : NB * MR <= 4 ? 4 : NB * MR <= 8 ? 2 : 1;
@@ -55,7 +58,7 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
   constexpr int kStep = kAcc == 4 ? 4 : 2;
   // Decode's tiles stream from DRAM with little work per line and want the prefetch further
   // ahead than prefill's tiles, which re-read their K chunk from L2.
-  constexpr int kAhead = MR <= 2 ? kDecodePrefetchBytes : kPrefetchBytes;
+  constexpr int kAhead = kStream ? kDecodePrefetchBytes : kPrefetchBytes;
   __m512 acc[kAcc][NB][MR];
   for (int s = 0; s < kAcc; ++s)
     for (int j = 0; j < NB; ++j)
@@ -117,33 +120,40 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
   }
 }
 
+// tile() with MR = mr (1 to 4) chosen at run time.
+template <bool kBF16, int NB, bool kStream>
+void tile_mr(int64_t mr, const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy,
+             int64_t b, int64_t k0, int64_t k1, bool accumulate) {
+  switch (mr) {
+    case 1:
+      tile<kBF16, NB, 1, false, kStream>(w, x, ldx, y, ldy, b, k0, k1, accumulate);
+      break;
+    case 2:
+      tile<kBF16, NB, 2, false, kStream>(w, x, ldx, y, ldy, b, k0, k1, accumulate);
+      break;
+    case 3:
+      tile<kBF16, NB, 3, false, kStream>(w, x, ldx, y, ldy, b, k0, k1, accumulate);
+      break;
+    default:
+      tile<kBF16, NB, 4, false, kStream>(w, x, ldx, y, ldy, b, k0, k1, accumulate);
+      break;
+  }
+}
+
 template <bool kBF16, int NB>
 void tile_rows(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy, int64_t b) {
+  const int64_t ldx = w.k_pad;
+  if (m <= 4) {  // decode: one tile walks the whole K from memory
+    tile_mr<kBF16, NB, true>(m, w, x, ldx, y, ldy, b, 0, ldx, false);
+    return;
+  }
   // Rows of x beyond the first four re-read this block's weights. K is cut into chunks whose
   // slice of the block fits in L2, so the re-reads hit L2 instead of going back to memory.
-  const int64_t ldx = w.k_pad;
-  const int64_t chunk = m <= 4 ? ldx : kKChunk;
-  for (int64_t k0 = 0; k0 < ldx; k0 += chunk) {
-    const int64_t k1 = std::min(ldx, k0 + chunk);
-    const bool acc = k0 > 0;
-    for (int64_t i = 0; i < m; i += 4) {
-      const float* xi = x + i * ldx;
-      float* yi = y + i * ldy;
-      switch (std::min<int64_t>(4, m - i)) {
-        case 1:
-          tile<kBF16, NB, 1>(w, xi, ldx, yi, ldy, b, k0, k1, acc);
-          break;
-        case 2:
-          tile<kBF16, NB, 2>(w, xi, ldx, yi, ldy, b, k0, k1, acc);
-          break;
-        case 3:
-          tile<kBF16, NB, 3>(w, xi, ldx, yi, ldy, b, k0, k1, acc);
-          break;
-        default:
-          tile<kBF16, NB, 4>(w, xi, ldx, yi, ldy, b, k0, k1, acc);
-          break;
-      }
-    }
+  for (int64_t k0 = 0; k0 < ldx; k0 += kKChunk) {
+    const int64_t k1 = std::min(ldx, k0 + kKChunk);
+    for (int64_t i = 0; i < m; i += 4)
+      tile_mr<kBF16, NB, false>(std::min<int64_t>(4, m - i), w, x + i * ldx, ldx, y + i * ldy, ldy,
+                                b, k0, k1, k0 > 0);
   }
 }
 
