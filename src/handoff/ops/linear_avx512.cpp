@@ -28,10 +28,13 @@ constexpr int64_t kKChunk = 1024;
 // Software prefetch distance along the block's one weight stream. Without it the M=4 kernel
 // streamed at ~18 GB/s against ~25-27 GB/s with it (1 thread); 1 KiB did better than 4 KiB.
 constexpr int kPrefetchBytes = 1024;
-// Decode tiles (M <= 4, whole K from memory): 4 KiB ahead streamed 38-42 GB/s against 36-39 at
-// 1 KiB (standalone M = 1 tile, 2 threads, Zen 5, 2026-12-04); beside 4 chain sets, 48-52
+// Tiles that read their weights from memory (decode's, M <= 4, over the whole K; and the first
+// row tile of each K chunk when x has more rows): 4 KiB ahead streamed 38-42 GB/s against 36-39
+// at 1 KiB (standalone M = 1 tile, 2 threads, Zen 5, 2026-12-04); beside 4 chain sets, 48-52
 // against 38. At M = 3 and 4 (a batched step's experts) 1 KiB read 23-24 GB/s against 26-29 at
-// 4 KiB, and 8 or 16 KiB no more (BM_ExpertsFromDram, 2 threads, Intel Xeon, 2026-12-05).
+// 4 KiB, and 8 or 16 KiB no more (BM_ExpertsFromDram, 2 threads, Intel Xeon, 2026-12-05). For
+// 6-16 rows (a batched step's other products) 4 KiB in the first tile gave 1.1-1.2x at M = 6,
+// ~1.05x at M = 8 and 16 (Zen 5, 2026-12-06, docs/performance.md).
 constexpr int kDecodePrefetchBytes = 4096;
 // FP8 decode reads one 64-byte line per k, a quarter of bf16's bytes per step, so the L1
 // prefetch alone kept too few lines in flight: 7.4 GB/s per thread from DRAM against bf16's 13.7
@@ -48,16 +51,16 @@ constexpr int64_t kWidenCols = 512;
 // 36-42 GB/s (2 threads, Zen 5) where a pure load loop read 48-57; on 4 sets 47-52. Covers k in
 // [k0, k1); when `accumulate`, adds to what y already holds (a previous k chunk). kScaled (the
 // widened FP8 blocks): [k0, k1) is one k block, summed in one chain in k order as every FP8 path
-// sums it, and y (+)= sum · scales[row in block]. kStream: the tile walks the whole K of a
-// decode product (M <= 4) from memory rather than a K chunk from L2.
+// sums it, and y (+)= sum · scales[row in block]. kStream: the tile reads its weights from
+// memory rather than re-reading a K chunk from L2.
 template <bool kBF16, int NB, int MR, bool kScaled = false, bool kStream = false>
 void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
           int64_t k0, int64_t k1, bool accumulate, const float* scales = nullptr) {
   constexpr int kAcc = kScaled ? 1 : NB * MR <= 4 ? 4 : NB * MR <= 8 ? 2 : 1;
   // k per step: two per 64-byte bf16 load; the 4-set tile takes two loads per lane a step.
   constexpr int kStep = kAcc == 4 ? 4 : 2;
-  // Decode's tiles stream from DRAM with little work per line and want the prefetch further
-  // ahead than prefill's tiles, which re-read their K chunk from L2.
+  // Tiles that stream from DRAM want the prefetch further ahead than the ones that re-read
+  // their K chunk from L2.
   constexpr int kAhead = kStream ? kDecodePrefetchBytes : kPrefetchBytes;
   __m512 acc[kAcc][NB][MR];
   for (int s = 0; s < kAcc; ++s)
@@ -151,7 +154,9 @@ void tile_rows(const PackedWeight& w, const float* x, int64_t m, float* y, int64
   // slice of the block fits in L2, so the re-reads hit L2 instead of going back to memory.
   for (int64_t k0 = 0; k0 < ldx; k0 += kKChunk) {
     const int64_t k1 = std::min(ldx, k0 + kKChunk);
-    for (int64_t i = 0; i < m; i += 4)
+    // The first row tile brings the chunk from memory; the others re-read it from L2.
+    tile_mr<kBF16, NB, true>(4, w, x, ldx, y, ldy, b, k0, k1, k0 > 0);
+    for (int64_t i = 4; i < m; i += 4)
       tile_mr<kBF16, NB, false>(std::min<int64_t>(4, m - i), w, x + i * ldx, ldx, y + i * ldy, ldy,
                                 b, k0, k1, k0 > 0);
   }
