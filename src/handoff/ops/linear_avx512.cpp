@@ -33,8 +33,8 @@ constexpr int kPrefetchBytes = 1024;
 // at 1 KiB (standalone M = 1 tile, 2 threads, Zen 5, 2026-12-04); beside 4 chain sets, 48-52
 // against 38. At M = 3 and 4 (a batched step's experts) 1 KiB read 23-24 GB/s against 26-29 at
 // 4 KiB, and 8 or 16 KiB no more (BM_ExpertsFromDram, 2 threads, Intel Xeon, 2026-12-05). For
-// 6-16 rows (a batched step's other products) 4 KiB in the first tile gave 1.1-1.2x at M = 6,
-// ~1.05x at M = 8 and 16 (Zen 5, 2026-12-06, docs/performance.md).
+// 6-16 rows (a batched step's other products) 4 KiB in the first tile gave ~1.14x at M = 6,
+// ~1.05x at M = 8 and ~1.02x at M = 16 (medians, Zen 5, 2026-12-06, docs/performance.md).
 constexpr int kDecodePrefetchBytes = 4096;
 // FP8 decode reads one 64-byte line per k, a quarter of bf16's bytes per step, so the L1
 // prefetch alone kept too few lines in flight: 7.4 GB/s per thread from DRAM against bf16's 13.7
