@@ -145,17 +145,14 @@ void tile_mr(int64_t mr, const PackedWeight& w, const float* x, int64_t ldx, flo
 
 template <bool kBF16, int NB>
 void tile_rows(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy, int64_t b) {
-  const int64_t ldx = w.k_pad;
-  if (m <= 4) {  // decode: one tile walks the whole K from memory
-    tile_mr<kBF16, NB, true>(m, w, x, ldx, y, ldy, b, 0, ldx, false);
-    return;
-  }
   // Rows of x beyond the first four re-read this block's weights. K is cut into chunks whose
   // slice of the block fits in L2, so the re-reads hit L2 instead of going back to memory.
-  for (int64_t k0 = 0; k0 < ldx; k0 += kKChunk) {
-    const int64_t k1 = std::min(ldx, k0 + kKChunk);
+  const int64_t ldx = w.k_pad;
+  const int64_t chunk = m <= 4 ? ldx : kKChunk;
+  for (int64_t k0 = 0; k0 < ldx; k0 += chunk) {
+    const int64_t k1 = std::min(ldx, k0 + chunk);
     // The first row tile brings the chunk from memory; the others re-read it from L2.
-    tile_mr<kBF16, NB, true>(4, w, x, ldx, y, ldy, b, k0, k1, k0 > 0);
+    tile_mr<kBF16, NB, true>(std::min<int64_t>(4, m), w, x, ldx, y, ldy, b, k0, k1, k0 > 0);
     for (int64_t i = 4; i < m; i += 4)
       tile_mr<kBF16, NB, false>(std::min<int64_t>(4, m - i), w, x + i * ldx, ldx, y + i * ldy, ldy,
                                 b, k0, k1, k0 > 0);
