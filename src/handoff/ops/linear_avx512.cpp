@@ -25,8 +25,11 @@ namespace {
 // K per chunk when x has more than 4 rows: a 64-row block slice is 128 KiB (bf16) or
 // 256 KiB (f32). A multiple of 32, so chunks keep bf16 k pairs whole.
 constexpr int64_t kKChunk = 1024;
-// Software prefetch distance along the block's one weight stream. Without it the M=4 kernel
-// streamed at ~18 GB/s against ~25-27 GB/s with it (1 thread); 1 KiB did better than 4 KiB.
+// Software prefetch distance of the bf16/f32 tiles that re-read a K chunk from L2, and the L1
+// prefetch of the FP8 decode tile (which has its own L2 prefetch below). It was first the
+// distance of every tile: without it the then M = 4 kernel streamed at ~18 GB/s against
+// ~25-27 GB/s with it (1 thread); the bf16/f32 tiles that stream from memory now use
+// kDecodePrefetchBytes.
 constexpr int kPrefetchBytes = 1024;
 // Tiles that read their weights from memory (decode's, M <= 4, over the whole K; and the first
 // row tile of each K chunk when x has more rows): 4 KiB ahead streamed 38-42 GB/s against 36-39
