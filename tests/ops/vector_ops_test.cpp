@@ -217,6 +217,28 @@ TEST_P(OpsVector, ExpSum) {
   }
 }
 
+TEST_P(OpsVector, ScaleMax) {
+  for (int64_t n : kLengths) {
+    auto x = random_vec(n, rng_, 5.0f);
+    x.push_back(42.0f);  // past n: neither scaled nor counted
+    auto want = x;
+    float want_max = -std::numeric_limits<float>::infinity();
+    for (int64_t i = 0; i < n; ++i) {
+      want[static_cast<size_t>(i)] *= 0.125f;
+      want_max = std::max(want_max, want[static_cast<size_t>(i)]);
+    }
+    EXPECT_EQ(scale_max(x.data(), n, 0.125f), want_max) << "n=" << n;
+    EXPECT_EQ(x, want) << "n=" << n;
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> odd = {nan,   -3.0f, nan,   -inf,  -1.0f, nan,    -2.0f,  -5.0f,  nan,
+                            -4.0f, -7.0f, -6.0f, -9.0f, -8.0f, -10.0f, -11.0f, -12.0f, nan};
+  EXPECT_EQ(scale_max(odd.data(), static_cast<int64_t>(odd.size()), 2.0f), -2.0f);
+  std::vector<float> all_nan(19, nan);
+  EXPECT_EQ(scale_max(all_nan.data(), 19, 2.0f), -inf);
+}
+
 // The O(n) select must return exactly topk's set, ties and all. Scores drawn from a handful of
 // values (as ReLU-weighted indexer scores are, with many exact zeros) make ties the rule, and
 // NaN, ±0 and ±inf are mixed in.

@@ -283,11 +283,7 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
         ops::transpose(n, heads_, scores_t, heads_, probs, kTileKeys);
         for (int64_t h = 0; h < heads_; ++h) {
           float* p = probs + h * kTileKeys;
-          float tile_max = -std::numeric_limits<float>::infinity();
-          for (int64_t i = 0; i < n; ++i) {
-            p[i] *= softmax_scale_;
-            tile_max = std::max(tile_max, p[i]);
-          }
+          const float tile_max = ops::scale_max(p, n, softmax_scale_);
           const float new_max = std::max(m[h], tile_max);
           const float sum = ops::exp_sum(p, n, new_max);
           if (m[h] != new_max && l[h] != 0.0f) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -77,6 +78,15 @@ float exp_sum(float* x, int64_t n, float shift) {
   return sum;
 }
 
+float scale_max(float* x, int64_t n, float scale) {
+  float top = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] *= scale;
+    top = std::max(top, x[i]);  // a NaN compares false and is passed over
+  }
+  return top;
+}
+
 void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t bits = static_cast<uint32_t>(src[i]) << 16;
@@ -85,7 +95,7 @@ void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
 }
 
 const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax, exp_sum,     widen_bf16};
+                                      silu_mul, softmax, exp_sum,     scale_max, widen_bf16};
 
 }  // namespace portable
 
@@ -172,6 +182,10 @@ void softmax(float* x, int64_t n) {
 
 float exp_sum(float* x, int64_t n, float shift) {
   return n > 0 ? kernels().exp_sum(x, n, shift) : 0.0f;
+}
+
+float scale_max(float* x, int64_t n, float scale) {
+  return n > 0 ? kernels().scale_max(x, n, scale) : -std::numeric_limits<float>::infinity();
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {

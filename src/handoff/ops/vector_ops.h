@@ -22,6 +22,9 @@ void rope(float* x, int64_t heads, int64_t head_stride, int64_t rot_dim, const f
 void softmax(float* x, int64_t n);
 // x[i] = exp(x[i] - shift), returning the sum of the new values: a step of an online softmax.
 float exp_sum(float* x, int64_t n, float shift);
+// x[i] *= scale, returning the largest new value (NaNs are passed over; -inf if all are NaN).
+// The other step of an online softmax: a tile's scaled scores and their maximum.
+float scale_max(float* x, int64_t n, float scale);
 // out[i] = silu(gate[i]) * up[i].
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // Indices of the k largest values of x[0..n), in descending value order (k <= n).

@@ -147,6 +147,20 @@ float exp_sum(float* x, int64_t n, float shift) {
   return reduce_add(sum);
 }
 
+float scale_max(float* x, int64_t n, float scale) {
+  const __m256 s = _mm256_set1_ps(scale);
+  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
+  __m256 vmax = neg_inf;
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 v = _mm256_mul_ps(_mm256_maskload_ps(x + i, m), s);
+    _mm256_maskstore_ps(x + i, m, v);
+    // max(v, vmax) gives vmax where v is NaN; lanes past n hold -inf.
+    vmax = _mm256_max_ps(_mm256_blendv_ps(neg_inf, v, _mm256_castsi256_ps(m)), vmax);
+  }
+  return reduce_max(vmax);
+}
+
 void softmax(float* x, int64_t n) {
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
   __m256 vmax = neg_inf;
@@ -179,6 +193,6 @@ void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
 }
 
 const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax, exp_sum,     widen_bf16};
+                                      silu_mul, softmax, exp_sum,     scale_max, widen_bf16};
 
 }  // namespace handoff::ops::avx2

@@ -114,6 +114,18 @@ float exp_sum(float* x, int64_t n, float shift) {
   return _mm512_reduce_add_ps(sum);
 }
 
+float scale_max(float* x, int64_t n, float scale) {
+  const __m512 s = _mm512_set1_ps(scale);
+  __m512 vmax = _mm512_set1_ps(-__builtin_inff());
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), s);
+    _mm512_mask_storeu_ps(x + i, m, v);
+    vmax = _mm512_mask_max_ps(vmax, m, v, vmax);  // max(v, vmax) gives vmax where v is NaN
+  }
+  return _mm512_reduce_max_ps(vmax);
+}
+
 void softmax(float* x, int64_t n) {
   __m512 vmax = _mm512_set1_ps(-__builtin_inff());
   for (int64_t i = 0; i < n; i += 16)
@@ -137,6 +149,6 @@ void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
 }
 
 const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax, exp_sum,     widen_bf16};
+                                      silu_mul, softmax, exp_sum,     scale_max, widen_bf16};
 
 }  // namespace handoff::ops::avx512

@@ -21,6 +21,8 @@ struct VectorKernels {
   void (*softmax)(float* x, int64_t n);
   // x = exp(x - shift) in place, returning the sum.
   float (*exp_sum)(float* x, int64_t n, float shift);
+  // x *= scale in place, returning the largest new value, NaNs passed over; n >= 1.
+  float (*scale_max)(float* x, int64_t n, float scale);
   // dst[i] = the bf16 bits src[i] widened to f32 (exact: a 16-bit shift).
   void (*widen_bf16)(const uint16_t* src, float* dst, int64_t n);
 };
