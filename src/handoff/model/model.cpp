@@ -52,15 +52,19 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   if (m->is_first_stage()) {
     // The embedding is a lookup table, not a matmul weight: one row per token is read, so it
     // keeps the checkpoint's precision (f32 stays f32) instead of being rounded to bf16.
+    const std::string name = "model.embed_tokens.weight";
     const DType embed_dtype =
-        options.dtype == DType::kF32 ||
-                checkpoint.stored_dtype("model.embed_tokens.weight") == DType::kF32
-            ? DType::kF32
-            : DType::kBF16;
-    // This rank's rows; without a conversion a view of the mapping, of which a step reads (and
-    // keeps resident) only the rows of its tokens.
-    m->embed_ = weights.load_slice("model.embed_tokens.weight", {c.vocab_size, c.hidden_size},
-                                   embed_dtype, 0, m->vocab_begin_, m->vocab_end_);
+        options.dtype == DType::kF32 || checkpoint.stored_dtype(name) == DType::kF32 ? DType::kF32
+                                                                                     : DType::kBF16;
+    // This rank's rows, resident (the memory plan counts them as held). A view of the mapping
+    // kept only looked-up rows resident, but after release_pages each token not seen before
+    // was a page fault inside the step: 70-90 us of an 8 ms decode step on the Zen 5 guest,
+    // whose faults are slow (docs/performance.md). A converted slice is already a copy of its
+    // own (on huge pages when large); a view is copied out.
+    m->embed_ = weights.load_slice(name, {c.vocab_size, c.hidden_size}, embed_dtype, 0,
+                                   m->vocab_begin_, m->vocab_end_);
+    if (!checkpoint.is_fp8(name) && checkpoint.stored_dtype(name) == embed_dtype)
+      m->embed_ = m->embed_.contiguous();
     checkpoint.release_pages();
   }
   if (m->is_last_stage()) {
