@@ -1,7 +1,9 @@
 // AVX-512 body of the small f32 GEMM (attention's per-tile products: scores of 64 keys × the
 // heads over the latent width, and the probability-weighted latent sum). Register tiles of up to
-// 16 rows × 16 columns, or 8 rows × 32 columns beyond 16 columns: 16 accumulators, one or two
-// loads of b and one broadcast of a per row per step of p, column tails masked. Each element is
+// 12 rows × 16 columns, or 8 rows × 32 columns beyond 16 columns: 12 or 16 accumulators, one or
+// two loads of b and one broadcast of a per row per step of p, column tails masked. (At 16 rows
+// the 16 row pointers outnumbered the free registers and GCC moved four of them through vector
+// registers every step: the scores product ran ~5 % slower, docs/performance.md.) Each element is
 // summed as the AVX2 body sums it (from c or 0, one FMA per p in order), so the two agree bit
 // for bit. Products of at most 8 columns (the indexer's heads) keep the AVX2
 // body's narrow tiles. On the 2-core Zen 5 the attention products' share of a decode step's
@@ -81,7 +83,7 @@ void blocks(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const 
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
           float* c, int64_t ldc, bool accumulate) {
   if (n <= 8) return avx2::gemm(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
-  if (n <= 16) return blocks<1, 16>(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  if (n <= 16) return blocks<1, 12>(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
   blocks<2, 8>(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
