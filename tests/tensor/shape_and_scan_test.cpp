@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <vector>
 
 #include "handoff/error.h"
 #include "handoff/tensor/finite_scan.h"
+#include "handoff/tensor/mapped_file.h"
 #include "handoff/tensor/tensor.h"
 
 namespace handoff::tensor {
@@ -40,6 +43,26 @@ Tensor ones_with(DType dtype, int64_t n, int64_t at, float bad) {
   Tensor t = Tensor::empty({n}, dtype);
   convert_from_f32(values.data(), dtype, t.raw(), values.size());
   return t;
+}
+
+// A view of a mapped file says so, through slices and reshapes; a copy of it does not.
+TEST(TensorTest, ViewsOfAMappedFileAreKnownAsSuch) {
+  const auto path = std::filesystem::temp_directory_path() / "handoff_tensor_view_test.bin";
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6};
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite(values.data(), sizeof(float), values.size(), f), values.size());
+  std::fclose(f);
+  const Tensor view = Tensor::from_mapping(MappedFile::open(path.string()), 0, {3, 2}, DType::kF32);
+  EXPECT_TRUE(view.is_view_of_file());
+  EXPECT_TRUE(view.slice(0, 1, 3).is_view_of_file());
+  EXPECT_TRUE(view.reshape({6}).is_view_of_file());
+  const Tensor copy = view.slice(0, 1, 3).contiguous();
+  EXPECT_FALSE(copy.is_view_of_file());
+  EXPECT_EQ(copy.data<float>()[0], 3.0f);
+  EXPECT_FALSE(view.to(DType::kBF16).is_view_of_file());
+  EXPECT_FALSE(Tensor::empty({2}, DType::kF32).is_view_of_file());
+  std::filesystem::remove(path);
 }
 
 TEST(FiniteScanTest, FindsTheFirstNonFiniteElementOfEveryFloatType) {

@@ -60,11 +60,10 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     // kept only looked-up rows resident, but after release_pages each token not seen before
     // was a page fault inside the step: 70-90 us of an 8 ms decode step on the Zen 5 guest,
     // whose faults are slow (docs/performance.md). A converted slice is already a copy of its
-    // own (on huge pages when large); a view is copied out.
+    // own (on huge pages when large); only a view is copied out.
     m->embed_ = weights.load_slice(name, {c.vocab_size, c.hidden_size}, embed_dtype, 0,
                                    m->vocab_begin_, m->vocab_end_);
-    if (!checkpoint.is_fp8(name) && checkpoint.stored_dtype(name) == embed_dtype)
-      m->embed_ = m->embed_.contiguous();
+    if (m->embed_.is_view_of_file()) m->embed_ = m->embed_.contiguous();
     checkpoint.release_pages();
   }
   if (m->is_last_stage()) {

@@ -104,6 +104,7 @@ Tensor Tensor::from_mapping(std::shared_ptr<MappedFile> file, size_t offset, Sha
   t.strides_ = contiguous_strides(shape);
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
+  t.of_file_ = true;
   return t;
 }
 

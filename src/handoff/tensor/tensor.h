@@ -44,6 +44,9 @@ class Tensor {
   int64_t numel() const { return shape_numel(shape_); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
   bool is_contiguous() const;
+  // Whether the elements are (a view of) a mapped file's bytes rather than memory of its own:
+  // such pages may be dropped and faulted back in (Checkpoint::release_pages).
+  bool is_view_of_file() const { return of_file_; }
 
   void* raw() { return base_; }
   const void* raw() const { return base_; }
@@ -74,6 +77,7 @@ class Tensor {
   Shape shape_;
   Shape strides_;  // in elements
   DType dtype_ = DType::kF32;
+  bool of_file_ = false;  // set by from_mapping; views keep it
 };
 
 }  // namespace handoff::tensor
