@@ -239,6 +239,45 @@ TEST_P(OpsVector, ScaleMax) {
   EXPECT_EQ(scale_max(all_nan.data(), 19, 2.0f), -inf);
 }
 
+// Against the naive loop: the first index of the largest value, NaNs passed over; ties, a
+// maximum in the tail past the last whole vector, ±inf and NaN anywhere.
+TEST_P(OpsVector, ArgmaxAndAllFinite) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  auto naive_argmax = [](const std::vector<float>& x) {
+    int64_t best = -1;
+    for (size_t i = 0; i < x.size(); ++i)
+      if (!std::isnan(x[i]) && (best < 0 || x[i] > x[static_cast<size_t>(best)]))
+        best = static_cast<int64_t>(i);
+    return best < 0 ? int64_t{0} : best;
+  };
+  for (int64_t n : {1, 7, 15, 16, 17, 33, 100, 257, 1000, 32000}) {
+    auto x = random_vec(n, rng_);
+    const auto size = static_cast<int64_t>(x.size());
+    EXPECT_EQ(argmax(x.data(), size), naive_argmax(x)) << "n=" << n;
+    EXPECT_TRUE(all_finite(x.data(), size)) << "n=" << n;
+    x[static_cast<size_t>(n - 1)] = 100.0f;  // the last value, in the tail of a partial vector
+    EXPECT_EQ(argmax(x.data(), size), n - 1) << "n=" << n;
+    x[static_cast<size_t>(n / 2)] = 100.0f;  // a tie: the lower index wins
+    EXPECT_EQ(argmax(x.data(), size), n / 2) << "n=" << n;
+    for (float bad : {nan, inf, -inf}) {
+      auto y = x;
+      y[static_cast<size_t>(n - 1)] = bad;
+      EXPECT_FALSE(all_finite(y.data(), size)) << "n=" << n << " bad=" << bad;
+      EXPECT_EQ(argmax(y.data(), size), naive_argmax(y)) << "n=" << n << " bad=" << bad;
+      EXPECT_TRUE(all_finite(y.data(), size - 1)) << "n=" << n;  // the bad value past n
+    }
+  }
+  std::vector<float> odd = {nan,   -inf, nan,   -3.0f, -inf,  -3.0f,  nan,    -7.0f,  -4.0f,
+                            -5.0f, nan,  -6.0f, -8.0f, -9.0f, -10.0f, -11.0f, -12.0f, nan};
+  EXPECT_EQ(argmax(odd.data(), static_cast<int64_t>(odd.size())), 3);
+  std::vector<float> all_nan(19, nan);
+  EXPECT_EQ(argmax(all_nan.data(), 19), 0);
+  std::vector<float> neg_inf(19, -inf);
+  neg_inf[0] = nan;
+  EXPECT_EQ(argmax(neg_inf.data(), 19), 1);
+}
+
 // The O(n) select must return exactly topk's set, ties and all. Scores drawn from a handful of
 // values (as ReLU-weighted indexer scores are, with many exact zeros) make ties the rule, and
 // NaN, ±0 and ±inf are mixed in.

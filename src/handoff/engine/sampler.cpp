@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "handoff/error.h"
+#include "handoff/ops/vector_ops.h"
 
 namespace handoff::engine {
 
@@ -41,9 +42,7 @@ void apply_penalties(float* logits, int64_t n, const SamplingParams& p, const Pe
 }
 
 void require_finite_logits(const float* logits, int64_t n) {
-  bool bad = false;
-  for (int64_t i = 0; i < n; ++i) bad |= !std::isfinite(logits[i]);  // one branch-free pass
-  if (!bad) return;
+  if (ops::all_finite(logits, n)) return;
   int64_t i = 0;
   while (std::isfinite(logits[i])) ++i;
   throw NonFiniteLogitsError(fmt::format(
@@ -53,10 +52,7 @@ void require_finite_logits(const float* logits, int64_t n) {
 }
 
 int32_t argmax(const float* logits, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (logits[i] > logits[best]) best = i;
-  return static_cast<int32_t>(best);
+  return static_cast<int32_t>(ops::argmax(logits, n));
 }
 
 int32_t Sampler::sample(const float* logits, int64_t n, const SamplingParams& p) {

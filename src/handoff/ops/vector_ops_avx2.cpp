@@ -161,6 +161,36 @@ float scale_max(float* x, int64_t n, float scale) {
   return reduce_max(vmax);
 }
 
+int64_t argmax(const float* x, int64_t n) {
+  const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
+  __m256 vmax = neg_inf;
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    // max(v, vmax) gives vmax where v is NaN; lanes past n hold -inf.
+    vmax = _mm256_max_ps(
+        _mm256_blendv_ps(neg_inf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m)), vmax);
+  }
+  const __m256 top = _mm256_set1_ps(reduce_max(vmax));
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i m = tail_mask(n - i);
+    const __m256 eq = _mm256_and_ps(_mm256_cmp_ps(_mm256_maskload_ps(x + i, m), top, _CMP_EQ_OQ),
+                                    _mm256_castsi256_ps(m));
+    const int bits = _mm256_movemask_ps(eq);
+    if (bits != 0) return i + __builtin_ctz(static_cast<unsigned>(bits));
+  }
+  return 0;
+}
+
+bool all_finite(const float* x, int64_t n) {
+  __m256 bad = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 v = _mm256_maskload_ps(x + i, tail_mask(n - i));  // lanes past n read 0
+    const __m256 d = _mm256_sub_ps(v, v);  // NaN exactly where v is NaN or infinite
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
+  }
+  return _mm256_movemask_ps(bad) == 0;
+}
+
 void softmax(float* x, int64_t n) {
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
   __m256 vmax = neg_inf;
@@ -192,7 +222,8 @@ void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
-const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax, exp_sum,     scale_max, widen_bf16};
+const VectorKernels kVectorKernels = {dot,      axpy,      sum_squares, scale_mul, add_sum_squares,
+                                      silu_mul, softmax,   exp_sum,     scale_max, widen_bf16,
+                                      argmax,   all_finite};
 
 }  // namespace handoff::ops::avx2
