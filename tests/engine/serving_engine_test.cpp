@@ -165,6 +165,29 @@ TEST(ServingEngineTest, StopTokenIdsAndMaxTokensAndCancel) {
   EXPECT_EQ(*cancelled->wait_all().finish_reason, "abort");
 }
 
+// A consumer that is woken only at the end still gets every event, in order, each timed by the
+// engine: token events by their sampling (the first one's time is the request's ttft), the
+// final one by its finish (e2e).
+TEST(ServingEngineTest, EventsCarryTheEngineTimeAndWakeOnlyAtEndLosesNone) {
+  auto engine = make_engine(256);
+  auto stream = engine->submit(greedy(3, 6));
+  stream->wake_only_at_end();
+  engine->run_until_idle();
+  std::vector<RequestEvent> events;
+  for (RequestEvent e; stream->pop(e, std::chrono::milliseconds(0));) events.push_back(e);
+  ASSERT_EQ(events.size(), 6u);  // the last token comes with the finish
+  double before = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    ASSERT_EQ(events[i].tokens.size(), 1u) << "event " << i;
+    EXPECT_GT(events[i].at_s, 0.0) << "event " << i;
+    EXPECT_GE(events[i].at_s, before) << "event " << i;
+    before = events[i].at_s;
+    EXPECT_EQ(events[i].finish_reason.has_value(), i + 1 == events.size()) << "event " << i;
+  }
+  EXPECT_EQ(events.front().at_s, events.back().ttft_s);
+  EXPECT_EQ(events.back().at_s, events.back().e2e_s);
+}
+
 // Prompts that share leading blocks in several ways: the same system prompt, one prompt the
 // prefix of another, a repeat, block-aligned and not.
 std::vector<std::vector<int32_t>> shared_prefix_prompts() {

@@ -221,32 +221,35 @@ void run_bench_offline(const OfflineBenchFlags& f) {
     r.max_tokens = b.output_len;
     r.ignore_eos = true;
     const auto t0 = Clock::now();
-    std::optional<Clock::time_point> last;
+    std::optional<double> last;
     try {
       auto stream = eng.submit(std::move(r));
+      // Tokens are timed by when the engine sampled them (at_s, from the request's arrival),
+      // so this thread sleeps until the end instead of taking a core from every decode step.
+      stream->wake_only_at_end();
       for (;;) {
         engine::RequestEvent e;
         if (!stream->pop(e, std::chrono::milliseconds(1000))) continue;
-        const auto now = Clock::now();
         if (!e.tokens.empty()) {
           if (!last)
-            t.ttft = seconds(now - t0);
+            t.ttft = e.at_s;
           else
-            t.itl.push_back(seconds(now - *last));
-          last = now;
+            t.itl.push_back(e.at_s - *last);
+          last = e.at_s;
         }
         if (e.finish_reason) {
           t.prompt_tokens = e.prompt_tokens;
           t.output_tokens = e.completion_tokens;
           t.ok = e.error.empty();
           t.error = e.error;
+          t.latency = e.e2e_s;
           break;
         }
       }
     } catch (const std::exception& e) {
       t.error = e.what();
     }
-    t.latency = seconds(Clock::now() - t0);
+    if (!t.ok) t.latency = seconds(Clock::now() - t0);
     return t;
   });
   print_report("handoff bench offline " + f.engine.model_dir, timings, wall, b.concurrency);

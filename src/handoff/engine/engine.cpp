@@ -399,6 +399,7 @@ void Engine::sample(Sequence& seq, const float* logits) {
   RequestEvent event;
   event.index = seq.index;
   event.tokens = {token};
+  event.at_s = seconds(now - seq.arrival);
   if (r.top_logprobs >= 0)
     event.logprobs.push_back(token_logprob(logits, vocab, token, r.top_logprobs));
   const bool stop_token =
@@ -480,7 +481,7 @@ void Engine::finish(Sequence& seq, RequestEvent& event, const std::string& reaso
   const auto scheduled = seq.first_scheduled.value_or(now);
   event.queue_s = seconds(scheduled - seq.arrival);
   event.ttft_s = seq.first_token_time ? seconds(*seq.first_token_time - seq.arrival) : 0.0;
-  event.e2e_s = seconds(now - seq.arrival);
+  event.e2e_s = event.at_s = seconds(now - seq.arrival);
   // Choices never forked (the leader ended before its first token) end with it.
   const int unforked = seq.pending_forks;
   seq.pending_forks = 0;
@@ -504,7 +505,7 @@ void Engine::finish(Sequence& seq, RequestEvent& event, const std::string& reaso
     e.error = event.error;
     e.prompt_tokens = seq.prompt_len;
     e.queue_s = event.queue_s;
-    e.e2e_s = event.e2e_s;
+    e.e2e_s = e.at_s = event.e2e_s;
     seq.stream->push(std::move(e));
   }
   seq.stream->push(std::move(event));

@@ -3,11 +3,12 @@
 namespace handoff::engine {
 
 void RequestStream::push(RequestEvent event) {
+  const bool ends = event.finish_reason.has_value() || !event.error.empty();
   {
     std::lock_guard lock(mutex_);
     events_.push_back(std::move(event));
   }
-  cv_.notify_all();
+  if (ends || !wake_only_at_end_.load(std::memory_order_relaxed)) cv_.notify_all();
 }
 
 bool RequestStream::pop(RequestEvent& event, std::chrono::milliseconds timeout) {

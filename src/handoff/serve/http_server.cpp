@@ -325,6 +325,7 @@ void HttpServer::generate(Endpoint endpoint, HttpExchange& ex, const std::string
   // Each choice's reasoning / tool-call parsers (none when the request has neither).
   ChatOutputs outputs(parsed);
   if (!parsed.stream) {
+    stream->wake_only_at_end();  // the reply is sent whole
     std::vector<engine::RequestEvent> all;
     while (!stream->collect(all, kPoll)) {
       if (drain_expired_) {
