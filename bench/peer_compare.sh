@@ -16,7 +16,8 @@
 #     models/bench-moe, made by make-model like bench/bench_moe.sh) is exported by
 #     `handoff export-gguf` at bf16 and f32 (exact widening), and llama-quantize makes a Q8_0
 #     file from the f32 one. ROUNDS rounds, each: stream_read (read bandwidth, 1 and 2 threads),
-#     then per weight type llama-bench (-t THREADS -p PROMPT_LEN -n DECODE -d 0,PROMPT_LEN
+#     then per weight type, each engine's runs after a 2-thread stream_read of their own,
+#     llama-bench (-t THREADS -p PROMPT_LEN -n DECODE -d 0,PROMPT_LEN
 #     -r 1) and `handoff bench offline` (one request, PROMPT_LEN random ids in, DECODE out;
 #     prefill = PROMPT_LEN / TTFT, decode = 1 / TPOT; and one of a single id in, DECODE out),
 #     the engine order alternating per round. Decode is measured at two depths, for both
@@ -25,9 +26,11 @@
 #     Q8_0 Handoff runs `--quantize fp8` (the published FP8 block format; its output head stays
 #     bf16, so its roofline is not given). bf16 and fp8 also run with `--activations bf16`
 #     (rows "-bf16act": prefill products on bf16-rounded inputs). The table: medians over
-#     rounds; roofline = median 2-thread bandwidth / active weight bytes per token (of the GGUF:
-#     everything but the embedding table, which is one row per token, and routed experts
-#     counted n_used / n_expert; cache reads are not in it, so depth 0 is the weight stream).
+#     rounds; % of roofline = the median over runs of decode tok/s x active weight bytes per
+#     token / the bandwidth read just before that run (the guest's bandwidth moves within a
+#     round). Active bytes are the GGUF's: everything but the embedding table, which is one row
+#     per token, and routed experts counted n_used / n_expert; cache reads are not in it, so
+#     depth 0 is the weight stream.
 #  3. check (MODE check|all): f32 bench-moe checkpoints of deepseek_v3 and deepseek_v32 (made by
 #     make-model, seed 1), plus the deepseek_v32 one with index_topk 8 (its DSA selection is
 #     sparse within the 24 positions), exported with export-gguf. A fixed 16-token prompt:
@@ -137,6 +140,14 @@ gguf_paths() {  # the exported files of MODEL, by weight type
   GGUF[q8_0]=$PEER/models/$name-q8_0.gguf
 }
 
+# The 2-thread read bandwidth now, GB/s (stream_read, ~6 s).
+bandwidth_now() {
+  "$STREAM_READ" --benchmark_filter='BM_StreamRead/2/' --benchmark_format=json 2> /dev/null |
+    python3 -c 'import json, sys
+b = [b for b in json.load(sys.stdin)["benchmarks"] if b.get("run_type") == "iteration"]
+print("%.3f" % (b[0]["GB/s"] / 1e9) if b else "NA")'
+}
+
 run_speed() {
   if [[ ! -f $MODEL/config.json ]]; then
     log "making $MODEL (bench-moe, deepseek_v3, bf16, seed 1)"
@@ -152,7 +163,7 @@ run_speed() {
     log "llama-quantize -> ${GGUF[q8_0]}"
     "$LLAMA_BUILD/bin/llama-quantize" "${GGUF[f32]}" "${GGUF[q8_0]}" Q8_0 > "$OUT/quantize.log" 2>&1
   fi
-  printf 'round\tengine\tweights\tprefill_tps\tdecode_tps\tdecode0_tps\tload1\n' > "$OUT/runs.tsv"
+  printf 'round\tengine\tweights\tprefill_tps\tdecode_tps\tdecode0_tps\tload1\tbw2\n' > "$OUT/runs.tsv"
   printf 'round\tthreads\tGBps\n' > "$OUT/bandwidth.tsv"
   local prompt_file=$OUT/prompt.txt
   for ((r = 1; r <= ROUNDS; ++r)); do
@@ -168,8 +179,11 @@ EOF
       local order="llama handoff"
       ((r % 2)) || order="handoff llama"
       for e in $order; do
-        local l1 f p d
+        local l1 f p d bw
         l1=$(cut -d' ' -f1 /proc/loadavg)
+        # The read bandwidth just before this engine's runs: each run's roofline share is taken
+        # against it, as the guest's bandwidth moves within a round (33-76 GB/s in an hour).
+        bw=$(bandwidth_now)
         if [[ $e == llama ]]; then
           f=$OUT/llama_${w}_r$r.json
           # -d 0,P: pp and tg from an empty cache, and again after P cached tokens (its
@@ -186,8 +200,8 @@ def ts(prompt, gen, depth):
 print(ts(n_p, 0, 0), ts(0, n_d, n_p), ts(0, n_d, 0))
 EOF
 )"
-          printf '%s\tllama.cpp\t%s\t%s\t%s\t%s\t%s\n' "$r" "$w" "$p" "$d" "$d0" "$l1" \
-            >> "$OUT/runs.tsv"
+          printf '%s\tllama.cpp\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$w" "$p" "$d" "$d0" "$l1" \
+            "$bw" >> "$OUT/runs.tsv"
           log "round $r llama.cpp $w: prefill $p tok/s, decode $d tok/s after the prompt," \
             "$d0 from an empty cache (load $l1)"
         else
@@ -221,8 +235,8 @@ EOF
                 > "$f.depth0" 2> "$f.depth0.err"
               d0=$(awk '$1 == "TPOT" {printf "%.2f", 1000 / $3}' "$f.depth0")
             fi
-            printf '%s\tHandoff\t%s\t%s\t%s\t%s\t%s\n' "$r" "$label" "${p:-NA}" "${d:-NA}" \
-              "${d0:-NA}" "$l1" >> "$OUT/runs.tsv"
+            printf '%s\tHandoff\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$label" "${p:-NA}" "${d:-NA}" \
+              "${d0:-NA}" "$l1" "$bw" >> "$OUT/runs.tsv"
             log "round $r Handoff $label: prefill ${p:-NA} tok/s, decode ${d:-NA} tok/s after" \
               "the prompt, ${d0:-NA} from an empty cache (load $l1)"
           done
@@ -242,8 +256,13 @@ speed_table() {
   bw1=$(awk -F'\t' 'NR > 1 && $2 == 1 {print $3}' "$OUT/bandwidth.tsv" | median)
   bw2=$(awk -F'\t' 'NR > 1 && $2 == 2 {print $3}' "$OUT/bandwidth.tsv" | median)
   {
+    local bwr
+    bwr=$(awk -F'\t' 'NR == 1 {for (i = 1; i <= NF; ++i) if ($i == "bw2") c = i}
+      NR > 1 && c && $c != "NA" {print $c}' "$OUT/runs.tsv" | sort -g |
+      awk '{v[NR] = $1} END {if (NR) printf "%s-%s", v[1], v[NR]; else print "NA"}')
     echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores;" \
-      "stream read (median of $rounds rounds): 1 thread $bw1 GB/s, 2 threads $bw2 GB/s"
+      "stream read (median of $rounds rounds): 1 thread $bw1 GB/s, 2 threads $bw2 GB/s;" \
+      "2 threads just before each engine run: $bwr GB/s"
     echo "model: $MODEL; $THREADS threads, batch 1, prefill $PROMPT_LEN, decode $DECODE;" \
       "medians of $rounds interleaved rounds; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo
@@ -308,11 +327,21 @@ for key in dict.fromkeys((r["engine"], r["weights"]) for r in runs):
     def span(col):
         xs = [float(r[col]) for r in rs if r.get(col, "NA") not in ("NA", "", None)]
         return "–".join(f"{v:.0f}" for v in sorted({min(xs), max(xs)})) if xs else "NA"
-    pct = lambda v: f"{100 * v / roof:.0f} %" if roof and v else "NA"
+    def pct(col, v):
+        # Each run against the bandwidth read just before it (runs.tsv column bw2), the median
+        # of those shares; a run without that column: the median against the rounds' median.
+        if not a:
+            return "NA"
+        shares = [float(r[col]) * a / (float(r["bw2"]) * 1e9) for r in rs
+                  if r.get(col, "NA") not in ("NA", "", None)
+                  and r.get("bw2", "NA") not in ("NA", "", None)]
+        if shares:
+            return f"{100 * statistics.median(shares):.0f} %"
+        return f"{100 * v / roof:.0f} %" if roof and v else "NA"
     rows.append([key[0], key[1].upper() if key[0] == "llama.cpp" else key[1],
                  f"{p:.1f}" if p else "NA", span("prefill_tps"),
-                 f"{d:.1f}" if d else "NA", span("decode_tps"), pct(d),
-                 f"{d0:.1f}" if d0 else "NA", span("decode0_tps"), pct(d0),
+                 f"{d:.1f}" if d else "NA", span("decode_tps"), pct("decode_tps", d),
+                 f"{d0:.1f}" if d0 else "NA", span("decode0_tps"), pct("decode0_tps", d0),
                  f"{a / 1e6:.1f}" if a else "NA"])
 hdr = ["engine", "weights", "prefill tok/s", "(range)", f"decode at depth {sys.argv[6]} tok/s",
        "(range)", "% of roofline", "decode at depth 0 tok/s", "(range)", "% of roofline",
