@@ -241,7 +241,7 @@ TEST_P(OpsVector, ScaleMax) {
 
 // Against the naive loop: the first index of the largest value, NaNs passed over; ties, a
 // maximum in the tail past the last whole vector, ±inf and NaN anywhere.
-TEST_P(OpsVector, ArgmaxAndAllFinite) {
+TEST_P(OpsVector, Argmax) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   auto naive_argmax = [](const std::vector<float>& x) {
@@ -255,7 +255,6 @@ TEST_P(OpsVector, ArgmaxAndAllFinite) {
     auto x = random_vec(n, rng_);
     const auto size = static_cast<int64_t>(x.size());
     EXPECT_EQ(argmax(x.data(), size), naive_argmax(x)) << "n=" << n;
-    EXPECT_TRUE(all_finite(x.data(), size)) << "n=" << n;
     x[static_cast<size_t>(n - 1)] = 100.0f;  // the last value, in the tail of a partial vector
     EXPECT_EQ(argmax(x.data(), size), n - 1) << "n=" << n;
     x[static_cast<size_t>(n / 2)] = 100.0f;  // a tie: the lower index wins
@@ -263,9 +262,7 @@ TEST_P(OpsVector, ArgmaxAndAllFinite) {
     for (float bad : {nan, inf, -inf}) {
       auto y = x;
       y[static_cast<size_t>(n - 1)] = bad;
-      EXPECT_FALSE(all_finite(y.data(), size)) << "n=" << n << " bad=" << bad;
       EXPECT_EQ(argmax(y.data(), size), naive_argmax(y)) << "n=" << n << " bad=" << bad;
-      EXPECT_TRUE(all_finite(y.data(), size - 1)) << "n=" << n;  // the bad value past n
     }
   }
   std::vector<float> odd = {nan,   -inf, nan,   -3.0f, -inf,  -3.0f,  nan,    -7.0f,  -4.0f,

@@ -96,6 +96,23 @@ TEST(FiniteScanTest, FindsTheFirstNonFiniteElementOfEveryFloatType) {
   EXPECT_FALSE(first_non_finite(ints).has_value());
 }
 
+// Over a raw row (the engine's logits before sampling): a bad value as the last element, on
+// lengths around a vector's width, and nothing read past n.
+TEST(FiniteScanTest, ScansARawRow) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {1, 7, 15, 16, 17, 33, 100, 257, 1000, 32000}) {
+    std::vector<float> x(static_cast<size_t>(n), 1.5f);
+    EXPECT_FALSE(first_non_finite(DType::kF32, x.data(), n).has_value()) << "n=" << n;
+    for (float bad : {nan, inf, -inf}) {
+      x[static_cast<size_t>(n - 1)] = bad;
+      EXPECT_EQ(first_non_finite(DType::kF32, x.data(), n), n - 1) << "n=" << n << " bad=" << bad;
+      EXPECT_FALSE(first_non_finite(DType::kF32, x.data(), n - 1).has_value()) << "n=" << n;
+    }
+    x[static_cast<size_t>(n - 1)] = 1.5f;
+  }
+}
+
 TEST(FiniteScanTest, ScansStridedViews) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor t = Tensor::zeros({4, 6}, DType::kF32);

@@ -5,6 +5,7 @@
 
 #include "handoff/error.h"
 #include "handoff/ops/vector_ops.h"
+#include "handoff/tensor/finite_scan.h"
 
 namespace handoff::engine {
 
@@ -42,9 +43,9 @@ void apply_penalties(float* logits, int64_t n, const SamplingParams& p, const Pe
 }
 
 void require_finite_logits(const float* logits, int64_t n) {
-  if (ops::all_finite(logits, n)) return;
-  int64_t i = 0;
-  while (std::isfinite(logits[i])) ++i;
+  const auto bad = tensor::first_non_finite(tensor::DType::kF32, logits, n);
+  if (!bad) return;
+  const int64_t i = *bad;
   throw NonFiniteLogitsError(fmt::format(
       "the model produced a non-finite logit ({}) for token id {}: a corrupt weight (loaded "
       "with --no-check-weights?) or a numeric overflow",

@@ -101,15 +101,9 @@ int64_t argmax(const float* x, int64_t n) {
   return best < 0 ? 0 : best;
 }
 
-bool all_finite(const float* x, int64_t n) {
-  bool bad = false;
-  for (int64_t i = 0; i < n; ++i) bad |= !std::isfinite(x[i]);  // one branch-free pass
-  return !bad;
-}
-
-const VectorKernels kVectorKernels = {dot,      axpy,      sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax,   exp_sum,     scale_max, widen_bf16,
-                                      argmax,   all_finite};
+const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
+                                      silu_mul, softmax, exp_sum,     scale_max, widen_bf16,
+                                      argmax};
 
 }  // namespace portable
 
@@ -210,8 +204,6 @@ int64_t argmax(const float* x, int64_t n) {
   if (n < 1) fail("argmax: no values");
   return kernels().argmax(x, n);
 }
-
-bool all_finite(const float* x, int64_t n) { return n <= 0 || kernels().all_finite(x, n); }
 
 // Ties go to the lower index so routing is deterministic; NaN ranks below every number.
 void topk(const float* x, int64_t n, int64_t k, int32_t* out_idx) {

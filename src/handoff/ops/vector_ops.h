@@ -28,8 +28,6 @@ float scale_max(float* x, int64_t n, float scale);
 // The first index of the largest value of x[0..n), NaNs passed over (0 when all are NaN);
 // n >= 1. Greedy sampling over a vocabulary's logits.
 int64_t argmax(const float* x, int64_t n);
-// Whether every value of x[0..n) is finite (no NaN, no ±inf).
-bool all_finite(const float* x, int64_t n);
 // out[i] = silu(gate[i]) * up[i].
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 // Indices of the k largest values of x[0..n), in descending value order (k <= n).

@@ -181,16 +181,6 @@ int64_t argmax(const float* x, int64_t n) {
   return 0;
 }
 
-bool all_finite(const float* x, int64_t n) {
-  __m256 bad = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 v = _mm256_maskload_ps(x + i, tail_mask(n - i));  // lanes past n read 0
-    const __m256 d = _mm256_sub_ps(v, v);  // NaN exactly where v is NaN or infinite
-    bad = _mm256_or_ps(bad, _mm256_cmp_ps(d, d, _CMP_UNORD_Q));
-  }
-  return _mm256_movemask_ps(bad) == 0;
-}
-
 void softmax(float* x, int64_t n) {
   const __m256 neg_inf = _mm256_set1_ps(-__builtin_inff());
   __m256 vmax = neg_inf;
@@ -222,8 +212,8 @@ void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
-const VectorKernels kVectorKernels = {dot,      axpy,      sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax,   exp_sum,     scale_max, widen_bf16,
-                                      argmax,   all_finite};
+const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
+                                      silu_mul, softmax, exp_sum,     scale_max, widen_bf16,
+                                      argmax};
 
 }  // namespace handoff::ops::avx2

@@ -143,17 +143,6 @@ int64_t argmax(const float* x, int64_t n) {
   return 0;
 }
 
-bool all_finite(const float* x, int64_t n) {
-  __mmask16 bad = 0;
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-    const __m512 d = _mm512_sub_ps(v, v);  // NaN exactly where v is NaN or infinite
-    bad |= _mm512_mask_cmp_ps_mask(m, d, d, _CMP_UNORD_Q);
-  }
-  return bad == 0;
-}
-
 void softmax(float* x, int64_t n) {
   __m512 vmax = _mm512_set1_ps(-__builtin_inff());
   for (int64_t i = 0; i < n; i += 16)
@@ -176,8 +165,8 @@ void widen_bf16(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
-const VectorKernels kVectorKernels = {dot,      axpy,      sum_squares, scale_mul, add_sum_squares,
-                                      silu_mul, softmax,   exp_sum,     scale_max, widen_bf16,
-                                      argmax,   all_finite};
+const VectorKernels kVectorKernels = {dot,      axpy,    sum_squares, scale_mul, add_sum_squares,
+                                      silu_mul, softmax, exp_sum,     scale_max, widen_bf16,
+                                      argmax};
 
 }  // namespace handoff::ops::avx512

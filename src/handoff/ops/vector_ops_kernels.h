@@ -27,8 +27,6 @@ struct VectorKernels {
   void (*widen_bf16)(const uint16_t* src, float* dst, int64_t n);
   // The first index of the largest value, NaNs passed over (0 when all are NaN); n >= 1.
   int64_t (*argmax)(const float* x, int64_t n);
-  // Whether no value is NaN or infinite.
-  bool (*all_finite)(const float* x, int64_t n);
 };
 
 namespace avx512 {

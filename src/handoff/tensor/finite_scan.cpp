@@ -50,15 +50,18 @@ bool any_special(DType dtype, const uint8_t* p, int64_t n) {
 std::optional<int64_t> first_non_finite(const Tensor& t) {
   if (t.dtype() == DType::kI32 || t.dtype() == DType::kI64) return std::nullopt;
   const Tensor c = t.is_contiguous() ? t : t.contiguous();
-  const auto* base = static_cast<const uint8_t*>(c.raw());
-  const int64_t n = c.numel();
-  const auto size = static_cast<int64_t>(dtype_size(c.dtype()));
+  return first_non_finite(c.dtype(), c.raw(), c.numel());
+}
+
+std::optional<int64_t> first_non_finite(DType dtype, const void* data, int64_t n) {
+  const auto* base = static_cast<const uint8_t*>(data);
+  const auto size = static_cast<int64_t>(dtype_size(dtype));
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::atomic<int64_t> first_bad_chunk{chunks};
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t k = c0; k < c1; ++k) {
       const int64_t begin = k * kChunk;
-      if (!any_special(c.dtype(), base + begin * size, std::min(kChunk, n - begin))) continue;
+      if (!any_special(dtype, base + begin * size, std::min(kChunk, n - begin))) continue;
       int64_t seen = first_bad_chunk.load();
       while (k < seen && !first_bad_chunk.compare_exchange_weak(seen, k)) {
       }
@@ -68,7 +71,7 @@ std::optional<int64_t> first_non_finite(const Tensor& t) {
   if (k == chunks) return std::nullopt;
   // Only on failure: find the element inside the first bad chunk.
   for (int64_t i = k * kChunk; i < std::min(n, (k + 1) * kChunk); ++i)
-    if (any_special(c.dtype(), base + i * size, 1)) return i;
+    if (any_special(dtype, base + i * size, 1)) return i;
   return std::nullopt;  // unreachable: the chunk held one
 }
 
