@@ -168,7 +168,13 @@ TEST_P(OpsGemm, Bf16KeyScoresEqualTheWidenedKeys) {
 }
 
 TEST_P(OpsGemm, TransposeSwapsIndices) {
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{13, 21}, {16, 24}, {8, 3}, {64, 288}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{13, 21},
+                            {16, 24},
+                            {8, 3},
+                            {64, 288},
+                            {16, 288},
+                            {33, 47},
+                            {5, 40}}) {
     std::vector<float> src(static_cast<size_t>(rows * (cols + 1)));
     for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
     std::vector<float> dst(static_cast<size_t>(cols * (rows + 2)), -1.0f);

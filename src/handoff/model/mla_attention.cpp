@@ -237,11 +237,11 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
   float* run_acc = run_acc_ = scratch_.get(9, static_cast<size_t>(items * heads_ * kv_rank_));
 
   tensor::parallel_for(items, 1, [&](int64_t begin, int64_t end) {
-    float* qcat = Scratch::thread_local_buffer(0, static_cast<size_t>(heads_ * width));
     float* rows = Scratch::thread_local_buffer(1, static_cast<size_t>(kTileKeys * width));
     float* scores_t = Scratch::thread_local_buffer(2, static_cast<size_t>(kTileKeys * heads_));
     float* probs = Scratch::thread_local_buffer(3, static_cast<size_t>(heads_ * kTileKeys));
     float* qcat_t = Scratch::thread_local_buffer(4, static_cast<size_t>(width * heads_));
+    int64_t qcat_t_token = -1;
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item_token_[static_cast<size_t>(item)];
       const int64_t keys = key_count(meta, t), seg = segment_keys(keys);
@@ -249,22 +249,22 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
       const int64_t k1 = std::min(keys, k0 + seg);
       const auto& seq = meta.sequences[static_cast<size_t>(meta.token_seq[t])];
       const auto& sel = selected_[static_cast<size_t>(t)];
-      // The query of head h against a key row: [W_UKᵀ q_nope (kv_rank); q_pe (rope)].
-      for (int64_t h = 0; h < heads_; ++h) {
-        std::memcpy(qcat + h * width, q_abs + (t * heads_ + h) * kv_rank_,
-                    static_cast<size_t>(kv_rank_) * sizeof(float));
-        std::memcpy(qcat + h * width + kv_rank_, q + t * heads_ * qk + h * qk + nope_,
-                    static_cast<size_t>(rope_dim_) * sizeof(float));
+      // The query of head h against a key row is [W_UKᵀ q_nope (kv_rank); q_pe (rope)]; keys
+      // stay rows, so scoresᵀ = rows · qcatᵀ transposes [n, heads], not [n, width] (each
+      // score's sum runs over the same products in the same order either way). qcatᵀ is built
+      // straight from q_abs and q once per token and thread: per item, through a copy, it was
+      // ~3.5 us, as much as a 64-key tile's scores (bench-moe, Zen 5, docs/performance.md).
+      if (t != qcat_t_token) {
+        ops::transpose(heads_, kv_rank_, q_abs + t * heads_ * kv_rank_, kv_rank_, qcat_t, heads_);
+        ops::transpose(heads_, rope_dim_, q + t * heads_ * qk + nope_, qk,
+                       qcat_t + kv_rank_ * heads_, heads_);
+        qcat_t_token = t;
       }
-      // Keys stay rows: scoresᵀ = rows · qcatᵀ transposes [n, heads], not [n, width]. Each
-      // score's sum runs over the same products in the same order either way.
-      ops::transpose(heads_, width, qcat, width, qcat_t, heads_);
       float* m = run_max + item * heads_;
       float* l = run_sum + item * heads_;
       float* acc = run_acc + item * heads_ * kv_rank_;
       std::fill(m, m + heads_, -std::numeric_limits<float>::infinity());
       std::fill(l, l + heads_, 0.0f);
-      std::fill(acc, acc + heads_ * kv_rank_, 0.0f);
       auto slot_of = [&](int64_t j) {
         const int64_t pos = sel.empty() ? j : sel[static_cast<size_t>(j)];
         return seq.key_slots[static_cast<size_t>(pos)];
@@ -294,8 +294,9 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
           l[h] += sum;
           m[h] = new_max;
         }
-        // Σ_i p[h, i] · c_kv[i]: the latent rows are the first kv_rank columns of `rows`.
-        ops::gemm(heads_, kv_rank_, n, probs, kTileKeys, rows, width, acc, kv_rank_, true);
+        // Σ_i p[h, i] · c_kv[i]: the latent rows are the first kv_rank columns of `rows`. The
+        // item's first tile starts the sums (no correction read acc: l was 0).
+        ops::gemm(heads_, kv_rank_, n, probs, kTileKeys, rows, width, acc, kv_rank_, j0 > k0);
       }
     }
   });

@@ -73,6 +73,7 @@ void relu_weighted_scores_bf16(int64_t n, int64_t heads, int64_t dims, const uin
 }
 
 void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
+  if (kernel_isa() >= Isa::kAvx512) return avx512::transpose(rows, cols, src, lds, dst, ldd);
   if (kernel_isa() >= Isa::kAvx2) return avx2::transpose(rows, cols, src, lds, dst, ldd);
   // 8 × 8 blocks keep both sides' lines in L1 while they are filled.
   constexpr int64_t kBlock = 8;

@@ -78,7 +78,60 @@ void blocks(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const 
                               c + i * ldc + j, ldc, std::min(kCols, n - j), accumulate);
 }
 
+// r[i] = row i of a 16 × 16 block -> r[j] = its column j: pairs, then quads within each
+// 128-bit lane, then lanes across registers.
+void transpose16(__m512 (&r)[16]) {
+  // Zero-masking forms with every lane set: GCC 12's unmasked ones pass an undefined source
+  // that -Wmaybe-uninitialized reports.
+  constexpr __mmask16 kAll = 0xffff;
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_maskz_unpacklo_ps(kAll, r[i], r[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_ps(kAll, r[i], r[i + 1]);
+  }
+  auto lo = [](__m512 x, __m512 y) {
+    return _mm512_castpd_ps(
+        _mm512_maskz_unpacklo_pd(0xff, _mm512_castps_pd(x), _mm512_castps_pd(y)));
+  };
+  auto hi = [](__m512 x, __m512 y) {
+    return _mm512_castpd_ps(
+        _mm512_maskz_unpackhi_pd(0xff, _mm512_castps_pd(x), _mm512_castps_pd(y)));
+  };
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = lo(t[i], t[i + 2]);
+    r[i + 1] = hi(t[i], t[i + 2]);
+    r[i + 2] = lo(t[i + 1], t[i + 3]);
+    r[i + 3] = hi(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 16; i += 8)
+    for (int q = 0; q < 4; ++q) {
+      t[i + q] = _mm512_maskz_shuffle_f32x4(kAll, r[i + q], r[i + q + 4], 0x88);
+      t[i + q + 4] = _mm512_maskz_shuffle_f32x4(kAll, r[i + q], r[i + q + 4], 0xdd);
+    }
+  for (int q = 0; q < 8; ++q) {
+    r[q] = _mm512_maskz_shuffle_f32x4(kAll, t[q], t[q + 8], 0x88);
+    r[q + 8] = _mm512_maskz_shuffle_f32x4(kAll, t[q], t[q + 8], 0xdd);
+  }
+}
+
 }  // namespace
+
+// 16 × 16 blocks in registers (the attention query's 16 heads × 288 columns: 18 blocks), the
+// edges by the AVX2 body's 8 × 8 blocks and element copies.
+void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd) {
+  const int64_t full_rows = rows / 16 * 16, full_cols = cols / 16 * 16;
+  for (int64_t i = 0; i < full_rows; i += 16)
+    for (int64_t j = 0; j < full_cols; j += 16) {
+      __m512 r[16];
+      for (int q = 0; q < 16; ++q) r[q] = _mm512_loadu_ps(src + (i + q) * lds + j);
+      transpose16(r);
+      for (int q = 0; q < 16; ++q) _mm512_storeu_ps(dst + (j + q) * ldd + i, r[q]);
+    }
+  if (full_cols < cols)
+    avx2::transpose(full_rows, cols - full_cols, src + full_cols, lds, dst + full_cols * ldd, ldd);
+  if (full_rows < rows)
+    avx2::transpose(rows - full_rows, cols, src + full_rows * lds, lds, dst + full_rows, ldd);
+}
 
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
           float* c, int64_t ldc, bool accumulate) {

@@ -21,6 +21,7 @@ void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float*
 namespace avx512 {
 void gemm(int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b, int64_t ldb,
           float* c, int64_t ldc, bool accumulate);
+void transpose(int64_t rows, int64_t cols, const float* src, int64_t lds, float* dst, int64_t ldd);
 }  // namespace avx512
 
 }  // namespace handoff::ops
