@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bench-moe benchmark (docs/performance.md): memory read bandwidth (stream_read, 1 and 2
-# threads), then `handoff generate` on the bench-moe shape at bf16 — prefill of a 512-token
+# threads, the faster of plain and non-temporally prefetched reads), then `handoff generate` on the bench-moe shape at bf16 — prefill of a 512-token
 # prompt and 128 decode tokens, batch 1 — RUNS times each. Prints the medians, the load average
 # around the runs (the machine may be shared) and decode as a fraction of the roofline
 # (2-thread read bandwidth / active weight bytes per token).
@@ -43,10 +43,14 @@ sr_json=$(mktemp)
 trap 'rm -f "$sr_json"' EXIT
 "$BIN/stream_read" --benchmark_repetitions="$RUNS" --benchmark_format=json \
   --benchmark_out="$sr_json" --benchmark_out_format=json > /dev/null
-bw() {  # median GB/s of the stream_read runs with $1 threads
-  jq -r --argjson t "$1" \
-    '.benchmarks[] | select(.run_type == "iteration" and .threads == $t) | ."GB/s" / 1e9' \
-    "$sr_json" | median
+bw_of() {  # median GB/s of the stream_read runs of benchmark $1 with $2 threads
+  jq -r --arg b "$1/" --argjson t "$2" \
+    '.benchmarks[] | select(.run_type == "iteration" and .threads == $t
+                            and (.name | startswith($b))) | ."GB/s" / 1e9' "$sr_json" | median
+}
+bw() {  # the faster of plain and non-temporally prefetched reads with $1 threads
+  printf '%s\n%s\n' "$(bw_of BM_StreamRead "$1")" "$(bw_of BM_StreamReadNonTemporal "$1")" |
+    sort -g | tail -1
 }
 bw1=$(bw 1)
 bw2=$(bw 2)

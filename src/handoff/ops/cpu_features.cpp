@@ -76,6 +76,15 @@ Isa cpu_max_isa() {
   return isa;
 }
 
+bool cpu_is_amd() {
+#if defined(__x86_64__)
+  static const bool amd = __builtin_cpu_is("amd");
+  return amd;
+#else
+  return false;
+#endif
+}
+
 void cap_kernel_isa(Isa isa) { g_cap.store(static_cast<int>(isa), std::memory_order_relaxed); }
 
 Isa kernel_isa() {

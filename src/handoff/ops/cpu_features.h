@@ -19,5 +19,9 @@ Isa kernel_isa();
 // Caps kernel_isa() at `isa` (kAmx = no cap); for tests and benchmarks comparing the paths
 // in one process.
 void cap_kernel_isa(Isa isa);
+// Whether the CPU is AMD's: the AVX-512 decode kernels prefetch weights they read once
+// non-temporally there, as measured on Zen 5 (linear_avx512.cpp); elsewhere they keep the
+// prefetches measured on Intel. Cached.
+bool cpu_is_amd();
 
 }  // namespace handoff::ops

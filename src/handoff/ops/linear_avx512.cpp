@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "handoff/ops/cpu_features.h"
 #include "handoff/ops/linear_kernels.h"
 
 namespace handoff::ops::detail::avx512 {
@@ -26,7 +27,7 @@ namespace {
 // 256 KiB (f32). A multiple of 32, so chunks keep bf16 k pairs whole.
 constexpr int64_t kKChunk = 1024;
 // Software prefetch distance of the bf16/f32 tiles that re-read a K chunk from L2, and the L1
-// prefetch of the FP8 decode tile (which has its own L2 prefetch below). It was first the
+// prefetch of the FP8 decode tile (which has its own L2 prefetch below) off AMD. It was first the
 // distance of every tile: without it the then M = 4 kernel streamed at ~18 GB/s against
 // ~25-27 GB/s with it (1 thread); the bf16/f32 tiles that stream from memory now use
 // kDecodePrefetchBytes.
@@ -44,8 +45,23 @@ constexpr int kDecodePrefetchBytes = 4096;
 // (BM_ExpertsFromDram, Intel AMX Xeon, 2026-12-02). A second prefetch, into L2 16 KiB ahead, took
 // it to 9-11 (2 threads: 17.8 -> 20-24 GB/s); 4 and 64 KiB ahead did less.
 constexpr int kFp8L2PrefetchBytes = 16384;
+// On AMD the FP8 decode tile instead takes one non-temporal prefetch this far ahead (see
+// Source): against the L1 + L2 pair, bf16 head aside, FP8 decode steps on bench-moe took
+// 1.14-1.21x less time at 8 KiB, 1.16-1.18x at 4, 1.08-1.10x at 2 and 1.10-1.15x at 16
+// (alternating blocks of 25 steps in one process, 2-core Zen 5, 2026-12-06).
+constexpr int kFp8NonTemporalPrefetchBytes = 8192;
 // FP8 prefill: columns per widened chunk (whole k blocks), 64 rows × 512 × 2 bytes = 64 KiB.
 constexpr int64_t kWidenCols = 512;
+
+// Where a tile's weights come from. kL2: a K chunk an earlier row tile brought in. kMemory: the
+// first row tile of a chunk the later ones re-read from L2. kMemoryOnce: the only pass over
+// them (decode's M <= 4 over the whole K), which on AMD are prefetched non-temporally, so that
+// the weight stream does not evict from L2 and the last-level cache what the step reads again
+// soon (the activations, the attention's cache rows, the smaller weights): in alternating
+// blocks of 25 decode steps in one process, bf16 steps on bench-moe took 1.04-1.11x less time
+// than with T0 prefetches (8 of 9 rounds; an A/A run moves ±2.5 %), batch-16 steps the same
+// (2-core Zen 5, 2026-12-06, docs/performance.md). Elsewhere kMemoryOnce prefetches as kMemory.
+enum class Source { kL2, kMemory, kMemoryOnce };
 
 // The first NB lanes (16 rows each) of block b × MR input rows; NB < 4 only for the last block
 // of a matrix whose N leaves lanes unused, which are then not read at all. For tiny NB·MR, k
@@ -54,17 +70,18 @@ constexpr int64_t kWidenCols = 512;
 // 36-42 GB/s (2 threads, Zen 5) where a pure load loop read 48-57; on 4 sets 47-52. Covers k in
 // [k0, k1); when `accumulate`, adds to what y already holds (a previous k chunk). kScaled (the
 // widened FP8 blocks): [k0, k1) is one k block, summed in one chain in k order as every FP8 path
-// sums it, and y (+)= sum · scales[row in block]. kStream: the tile reads its weights from
-// memory rather than re-reading a K chunk from L2.
-template <bool kBF16, int NB, int MR, bool kScaled = false, bool kStream = false>
+// sums it, and y (+)= sum · scales[row in block]. kSource: where the weights come from
+// (Source below), which sets how they are prefetched.
+template <bool kBF16, int NB, int MR, bool kScaled = false, Source kSource = Source::kL2>
 void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
           int64_t k0, int64_t k1, bool accumulate, const float* scales = nullptr) {
   constexpr int kAcc = kScaled ? 1 : NB * MR <= 4 ? 4 : NB * MR <= 8 ? 2 : 1;
   // k per step: two per 64-byte bf16 load; the 4-set tile takes two loads per lane a step.
   constexpr int kStep = kAcc == 4 ? 4 : 2;
   // Tiles that stream from DRAM want the prefetch further ahead than the ones that re-read
-  // their K chunk from L2.
-  constexpr int kAhead = kStream ? kDecodePrefetchBytes : kPrefetchBytes;
+  // their K chunk from L2; a single pass takes its lines non-temporally.
+  constexpr int kAhead = kSource == Source::kL2 ? kPrefetchBytes : kDecodePrefetchBytes;
+  constexpr auto kHint = kSource == Source::kMemoryOnce ? _MM_HINT_NTA : _MM_HINT_T0;
   __m512 acc[kAcc][NB][MR];
   for (int s = 0; s < kAcc; ++s)
     for (int j = 0; j < NB; ++j)
@@ -79,14 +96,14 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
       for (int j = 0; j < NB; ++j) {
         if constexpr (kBF16) {
           const auto* p = static_cast<const uint16_t*>(w.data) + (b * kp + kk) * kRowBlock + j * 32;
-          _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead, kHint);
           const __m512i v = _mm512_loadu_si512(p);
           w0[j] = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
           w1[j] = _mm512_castsi512_ps(_mm512_and_si512(v, hi_mask));
         } else {
           const auto* p = static_cast<const float*>(w.data) + (b * kp + kk) * kRowBlock + j * kLane;
-          _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead, _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(p + kRowBlock) + kAhead, _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead, kHint);
+          _mm_prefetch(reinterpret_cast<const char*>(p + kRowBlock) + kAhead, kHint);
           w0[j] = _mm512_loadu_ps(p);
           w1[j] = _mm512_loadu_ps(p + kRowBlock);
         }
@@ -127,26 +144,27 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
 }
 
 // tile() with MR = mr (1 to 4) chosen at run time.
-template <bool kBF16, int NB, bool kStream>
+template <bool kBF16, int NB, Source kSource>
 void tile_mr(int64_t mr, const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy,
              int64_t b, int64_t k0, int64_t k1, bool accumulate) {
   switch (mr) {
     case 1:
-      tile<kBF16, NB, 1, false, kStream>(w, x, ldx, y, ldy, b, k0, k1, accumulate);
+      tile<kBF16, NB, 1, false, kSource>(w, x, ldx, y, ldy, b, k0, k1, accumulate);
       break;
     case 2:
-      tile<kBF16, NB, 2, false, kStream>(w, x, ldx, y, ldy, b, k0, k1, accumulate);
+      tile<kBF16, NB, 2, false, kSource>(w, x, ldx, y, ldy, b, k0, k1, accumulate);
       break;
     case 3:
-      tile<kBF16, NB, 3, false, kStream>(w, x, ldx, y, ldy, b, k0, k1, accumulate);
+      tile<kBF16, NB, 3, false, kSource>(w, x, ldx, y, ldy, b, k0, k1, accumulate);
       break;
     default:
-      tile<kBF16, NB, 4, false, kStream>(w, x, ldx, y, ldy, b, k0, k1, accumulate);
+      tile<kBF16, NB, 4, false, kSource>(w, x, ldx, y, ldy, b, k0, k1, accumulate);
       break;
   }
 }
 
-template <bool kBF16, int NB>
+// kOnce: the Source of a single pass (M <= 4), kMemoryOnce on AMD, else kMemory.
+template <bool kBF16, int NB, Source kOnce>
 void tile_rows(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy, int64_t b) {
   // Rows of x beyond the first four re-read this block's weights. K is cut into chunks whose
   // slice of the block fits in L2, so the re-reads hit L2 instead of going back to memory.
@@ -155,29 +173,33 @@ void tile_rows(const PackedWeight& w, const float* x, int64_t m, float* y, int64
   for (int64_t k0 = 0; k0 < ldx; k0 += chunk) {
     const int64_t k1 = std::min(ldx, k0 + chunk);
     // The first row tile brings the chunk from memory; the others re-read it from L2.
-    tile_mr<kBF16, NB, true>(std::min<int64_t>(4, m), w, x, ldx, y, ldy, b, k0, k1, k0 > 0);
+    if (m <= 4) {
+      tile_mr<kBF16, NB, kOnce>(m, w, x, ldx, y, ldy, b, k0, k1, k0 > 0);
+      continue;
+    }
+    tile_mr<kBF16, NB, Source::kMemory>(4, w, x, ldx, y, ldy, b, k0, k1, k0 > 0);
     for (int64_t i = 4; i < m; i += 4)
-      tile_mr<kBF16, NB, false>(std::min<int64_t>(4, m - i), w, x + i * ldx, ldx, y + i * ldy, ldy,
-                                b, k0, k1, k0 > 0);
+      tile_mr<kBF16, NB, Source::kL2>(std::min<int64_t>(4, m - i), w, x + i * ldx, ldx, y + i * ldy,
+                                      ldy, b, k0, k1, k0 > 0);
   }
 }
 
-template <bool kBF16>
+template <bool kBF16, Source kOnce>
 void run(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy, int64_t b0,
          int64_t b1) {
   for (int64_t b = b0; b < b1; ++b) {
     switch (live_lanes(w, b)) {
       case 1:
-        tile_rows<kBF16, 1>(w, x, m, y, ldy, b);
+        tile_rows<kBF16, 1, kOnce>(w, x, m, y, ldy, b);
         break;
       case 2:
-        tile_rows<kBF16, 2>(w, x, m, y, ldy, b);
+        tile_rows<kBF16, 2, kOnce>(w, x, m, y, ldy, b);
         break;
       case 3:
-        tile_rows<kBF16, 3>(w, x, m, y, ldy, b);
+        tile_rows<kBF16, 3, kOnce>(w, x, m, y, ldy, b);
         break;
       default:
-        tile_rows<kBF16, 4>(w, x, m, y, ldy, b);
+        tile_rows<kBF16, 4, kOnce>(w, x, m, y, ldy, b);
         break;
     }
   }
@@ -219,8 +241,9 @@ inline void store_split(float* p, int q, __mmask16 mask, __m512 v) {
                         _mm512_extractf32x8_ps(v, 1));
 }
 
-// Block b × MR rows of x over k block kb: y (+)= partial · scale.
-template <int MR>
+// Block b × MR rows of x over k block kb: y (+)= partial · scale. kNonTemporal: on AMD, one
+// non-temporal prefetch (kFp8NonTemporalPrefetchBytes) instead of the L1 + L2 pair.
+template <int MR, bool kNonTemporal>
 void fp8_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
               int64_t kb, bool accumulate) {
   __m512 acc[4][MR];
@@ -231,8 +254,12 @@ void fp8_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int6
   const __m512 unit = _mm512_set1_ps(kHalfUnit);
   for (int64_t k = k0; k < k1; ++k) {
     const uint8_t* p = base + k * kRowBlock;
-    _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(p) + kFp8L2PrefetchBytes, _MM_HINT_T1);
+    if constexpr (kNonTemporal) {
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kFp8NonTemporalPrefetchBytes, _MM_HINT_NTA);
+    } else {
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kFp8L2PrefetchBytes, _MM_HINT_T1);
+    }
     __m512 v[4];
     widen64(p, v);
     for (int i = 0; i < MR; ++i) {
@@ -336,23 +363,33 @@ void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float*
   }
   // k blocks outside, rows inside: a block's k block (64 rows × 128 bytes) stays in L1 while
   // the row tiles pass over it.
-  for (int64_t b = b0; b < b1; ++b)
-    for (int64_t kb = 0; kb < nkb; ++kb)
-      for (int64_t i = 0; i < m; i += 2) {
-        if (m - i == 1) {
-          fp8_tile<1>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, kb, kb > 0);
-        } else {
-          fp8_tile<2>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, kb, kb > 0);
+  auto blocks = [&]<bool kNonTemporal>() {
+    for (int64_t b = b0; b < b1; ++b)
+      for (int64_t kb = 0; kb < nkb; ++kb)
+        for (int64_t i = 0; i < m; i += 2) {
+          if (m - i == 1) {
+            fp8_tile<1, kNonTemporal>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, kb, kb > 0);
+          } else {
+            fp8_tile<2, kNonTemporal>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, kb, kb > 0);
+          }
         }
-      }
+  };
+  if (cpu_is_amd()) {
+    blocks.template operator()<true>();
+  } else {
+    blocks.template operator()<false>();
+  }
 }
 
 void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                     int64_t b0, int64_t b1) {
-  if (w.dtype == tensor::DType::kBF16) {
-    run<true>(w, x, m, y, ldy, b0, b1);
+  const bool bf16 = w.dtype == tensor::DType::kBF16;
+  if (cpu_is_amd()) {
+    bf16 ? run<true, Source::kMemoryOnce>(w, x, m, y, ldy, b0, b1)
+         : run<false, Source::kMemoryOnce>(w, x, m, y, ldy, b0, b1);
   } else {
-    run<false>(w, x, m, y, ldy, b0, b1);
+    bf16 ? run<true, Source::kMemory>(w, x, m, y, ldy, b0, b1)
+         : run<false, Source::kMemory>(w, x, m, y, ldy, b0, b1);
   }
 }
 
