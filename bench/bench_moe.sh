@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The bench-moe benchmark (docs/performance.md): memory read bandwidth (stream_read, 1 and 2
-# threads, the faster of plain and non-temporally prefetched reads), then `handoff generate` on the bench-moe shape at bf16 — prefill of a 512-token
-# prompt and 128 decode tokens, batch 1 — RUNS times each. Prints the medians, the load average
+# threads, the faster of plain and non-temporally prefetched reads), then `handoff generate` on
+# the bench-moe shape at bf16 — prefill of a 512-token prompt and 128 decode tokens, batch 1 —
+# RUNS times each. Prints the medians, the load average
 # around the runs (the machine may be shared) and decode as a fraction of the roofline
 # (2-thread read bandwidth / active weight bytes per token).
 #

@@ -58,9 +58,10 @@ constexpr int64_t kWidenCols = 512;
 // them (decode's M <= 4 over the whole K), which on AMD are prefetched non-temporally, so that
 // the weight stream does not evict from L2 and the last-level cache what the step reads again
 // soon (the activations, the attention's cache rows, the smaller weights): in alternating
-// blocks of 25 decode steps in one process, bf16 steps on bench-moe took 1.04-1.11x less time
-// than with T0 prefetches (8 of 9 rounds; an A/A run moves ±2.5 %), batch-16 steps the same
-// (2-core Zen 5, 2026-12-06, docs/performance.md). Elsewhere kMemoryOnce prefetches as kMemory.
+// blocks of 25 decode steps in one process, bf16 steps on bench-moe took 0.96-1.11x less time
+// than with T0 prefetches (median 1.08 over 12 pairs; an A/A run moves ±2.5 %), batch-16 steps
+// the same (2-core Zen 5, 2026-12-06, docs/performance.md). Elsewhere single passes run as
+// kMemory.
 enum class Source { kL2, kMemory, kMemoryOnce };
 
 // The first NB lanes (16 rows each) of block b × MR input rows; NB < 4 only for the last block
