@@ -21,25 +21,16 @@ namespace {
 constexpr int64_t kBytes = int64_t{1} << 30;  // 1 GiB
 
 #if defined(__x86_64__)
-// Four independent accumulators so the adds never limit the stream.
+// Four independent accumulators so the adds never limit the stream. kNonTemporal: each line
+// prefetched non-temporally 4 KiB ahead, as the AVX-512 decode kernels stream single-pass
+// weights on AMD.
+template <bool kNonTemporal>
 __attribute__((target("avx512f"))) float sum_avx512(const float* p, int64_t n) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (int64_t i = 0; i + 64 <= n; i += 64) {
-    a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
-    a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
-    a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
-    a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
-
-// The same sum with each line prefetched non-temporally 4 KiB ahead, as the AVX-512 decode
-// kernels stream single-pass weights on AMD.
-__attribute__((target("avx512f"))) float sum_avx512_nta(const float* p, int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   const char* c = reinterpret_cast<const char*>(p);
   for (int64_t i = 0; i + 64 <= n; i += 64) {
-    for (int l = 0; l < 4; ++l) _mm_prefetch(c + 4 * i + 64 * l + 4096, _MM_HINT_NTA);
+    if constexpr (kNonTemporal)
+      for (int l = 0; l < 4; ++l) _mm_prefetch(c + 4 * i + 64 * l + 4096, _MM_HINT_NTA);
     a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
     a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
     a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
@@ -82,8 +73,8 @@ void stream_read(benchmark::State& state, bool non_temporal) {
       const int64_t len = (e - b) * 64;
 #if defined(__x86_64__)
       const float s = !avx512        ? sum_portable(q, len)
-                      : non_temporal ? sum_avx512_nta(q, len)
-                                     : sum_avx512(q, len);
+                      : non_temporal ? sum_avx512<true>(q, len)
+                                     : sum_avx512<false>(q, len);
 #else
       const float s = sum_portable(q, len);
 #endif
