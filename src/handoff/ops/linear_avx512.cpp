@@ -26,8 +26,8 @@ namespace {
 // K per chunk when x has more than 4 rows: a 64-row block slice is 128 KiB (bf16) or
 // 256 KiB (f32). A multiple of 32, so chunks keep bf16 k pairs whole.
 constexpr int64_t kKChunk = 1024;
-// Software prefetch distance of the bf16/f32 tiles that re-read a K chunk from L2, and the L1
-// prefetch of the FP8 decode tile (which has its own L2 prefetch below) off AMD. It was first the
+// Software prefetch distance of the bf16/f32 tiles that re-read a K chunk from L2, and (off AMD)
+// the L1 prefetch of the FP8 decode tile, which has its own L2 prefetch below. It was first the
 // distance of every tile: without it the then M = 4 kernel streamed at ~18 GB/s against
 // ~25-27 GB/s with it (1 thread); the bf16/f32 tiles that stream from memory now use
 // kDecodePrefetchBytes.
@@ -353,32 +353,34 @@ void widened(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t
   }
 }
 
+// Up to kFp8DirectRowsMax rows of x, each k block converted in registers. k blocks outside,
+// rows inside: a block's k block (64 rows × 128 bytes) stays in L1 while the row tiles pass
+// over it.
+template <bool kNonTemporal>
+void direct(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy, int64_t b0,
+            int64_t b1) {
+  const int64_t ldx = w.k_pad, nkb = w.k_pad / w.k_block;
+  for (int64_t b = b0; b < b1; ++b)
+    for (int64_t kb = 0; kb < nkb; ++kb)
+      for (int64_t i = 0; i < m; i += 2) {
+        if (m - i == 1) {
+          fp8_tile<1, kNonTemporal>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, kb, kb > 0);
+        } else {
+          fp8_tile<2, kNonTemporal>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, kb, kb > 0);
+        }
+      }
+}
+
 }  // namespace
 
 void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                         int64_t b0, int64_t b1) {
-  const int64_t ldx = w.k_pad, nkb = w.k_pad / w.k_block;
   if (m > kFp8DirectRowsMax) {
     widened(w, x, m, y, ldy, b0, b1);
-    return;
-  }
-  // k blocks outside, rows inside: a block's k block (64 rows × 128 bytes) stays in L1 while
-  // the row tiles pass over it.
-  auto blocks = [&]<bool kNonTemporal>() {
-    for (int64_t b = b0; b < b1; ++b)
-      for (int64_t kb = 0; kb < nkb; ++kb)
-        for (int64_t i = 0; i < m; i += 2) {
-          if (m - i == 1) {
-            fp8_tile<1, kNonTemporal>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, kb, kb > 0);
-          } else {
-            fp8_tile<2, kNonTemporal>(w, x + i * ldx, ldx, y + i * ldy, ldy, b, kb, kb > 0);
-          }
-        }
-  };
-  if (cpu_is_amd()) {
-    blocks.template operator()<true>();
+  } else if (cpu_is_amd()) {
+    direct<true>(w, x, m, y, ldy, b0, b1);
   } else {
-    blocks.template operator()<false>();
+    direct<false>(w, x, m, y, ldy, b0, b1);
   }
 }
 
