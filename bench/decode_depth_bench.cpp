@@ -5,7 +5,7 @@
 // bench/long_context.sh's decode column measures, in a loop short enough to profile and tune.
 //
 //   decode_depth_bench MODEL_DIR [--depth N ...] [--threads T] [--steps S] [--batch B]
-//                      [--versus B2] [--quantize fp8]
+//                      [--versus B2] [--quantize fp8] [--roofline N]
 //   (bf16 weights, or FP8 with --quantize fp8; bf16 latent and indexer caches:
 //   bench/long_context.sh's setting)
 // --batch B decodes B sequences in one step, each at the same depth over its own cache rows:
@@ -13,10 +13,16 @@
 // of B sequences with one of the first B2 of them, and reports the median over step pairs of
 // the throughput ratio: on a machine whose speed drifts between runs (a shared host), a ratio
 // of steps taken a few milliseconds apart holds still where one of separate runs does not.
+// --roofline N (batch 1) reads the memory bandwidth as stream_read does (the faster of plain and
+// non-temporal passes over 1 GiB) before the steps and after every N of them, and reports each
+// block's share of the roofline: active weight bytes per token over the block's median step,
+// against the mean of the readings around it. The guest's bandwidth moves 30-75 GB/s within
+// minutes, so a reading seconds away from the steps it is set against says little.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <random>
 #include <span>
 #include <string>
@@ -26,6 +32,7 @@
 #include "handoff/cache/paged_cache.h"
 #include "handoff/model/model.h"
 #include "handoff/tensor/thread_pool.h"
+#include "stream_pass.h"
 
 namespace {
 
@@ -53,13 +60,13 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     fmt::print(stderr,
                "usage: {} MODEL_DIR [--depth N ...] [--threads T] [--steps S] [--batch B] "
-               "[--versus B2] [--quantize fp8]\n",
+               "[--versus B2] [--quantize fp8] [--roofline N]\n",
                argv[0]);
     return 2;
   }
   const std::string dir = argv[1];
   std::vector<int64_t> depths;
-  int threads = 2, steps = 16, batch = 1, versus = 0;
+  int threads = 2, steps = 16, batch = 1, versus = 0, roofline = 0;
   bool fp8 = false;
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
@@ -73,6 +80,8 @@ int main(int argc, char** argv) {
       batch = std::stoi(argv[i + 1]);
     else if (flag == "--versus")
       versus = std::stoi(argv[i + 1]);
+    else if (flag == "--roofline")
+      roofline = std::stoi(argv[i + 1]);
     else if (flag == "--quantize") {
       if (std::string(argv[i + 1]) != "fp8") {
         fmt::print(stderr, "--quantize takes fp8, got {}\n", argv[i + 1]);
@@ -87,6 +96,11 @@ int main(int argc, char** argv) {
   if (depths.empty()) depths = {512, 32768, 65536};
   if (versus < 0 || versus > batch) {
     fmt::print(stderr, "--versus takes 1 to --batch ({}), or 0 for none; got {}\n", batch, versus);
+    return 2;
+  }
+  if (roofline < 0 || (roofline > 0 && batch != 1)) {
+    fmt::print(stderr, "--roofline takes a block of steps (1 or more) at --batch 1; got {}\n",
+               roofline);
     return 2;
   }
   handoff::tensor::set_num_threads(threads);
@@ -122,6 +136,12 @@ int main(int argc, char** argv) {
     return static_cast<int32_t>(1 + (row * 997 + static_cast<size_t>(step) * 7919) % 30000);
   };
   std::vector<int32_t> step_tokens(static_cast<size_t>(batch));  // the chunks' tokens
+  std::unique_ptr<handoff::bench::StreamBuffer> stream;
+  if (roofline > 0) stream = std::make_unique<handoff::bench::StreamBuffer>(int64_t{1} << 30);
+  auto median_of = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
   for (const int64_t depth : depths) {
     std::vector<handoff::model::SequenceChunk> chunks(static_cast<size_t>(batch));
     for (size_t s = 0; s < chunks.size(); ++s) {
@@ -137,23 +157,39 @@ int main(int argc, char** argv) {
       return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
           .count();
     };
-    std::vector<double> ms, versus_ms, ratios;
+    std::vector<double> ms, versus_ms, ratios, block, shares;
+    const double bytes = static_cast<double>(model->active_weight_bytes_per_token(depth + 1));
+    double bandwidth = stream ? stream->read_gbs() : 0.0;  // GB/s, read just before the block
     for (int s = 0; s < steps + 2; ++s) {
       const double took = step_ms(chunks, s);
       const double took_versus = versus > 0 ? step_ms(fewer, s) : 0.0;
       if (s < 2) continue;  // the first steps warm caches and TLBs
       ms.push_back(took);
+      if (stream) {
+        block.push_back(took);
+        if (static_cast<int>(block.size()) == roofline) {
+          const double after = stream->read_gbs(), step = median_of(block);
+          shares.push_back(bytes / (step * 1e-3) / (0.5 * (bandwidth + after) * 1e9));
+          fmt::print(
+              "  {} steps: {:.2f} ms (median) at {:.1f} / {:.1f} GB/s: {:.1f} % of the roofline\n",
+              roofline, step, bandwidth, after, 100.0 * shares.back());
+          bandwidth = after;
+          block.clear();
+        }
+      }
       if (versus == 0) continue;
       versus_ms.push_back(took_versus);
       ratios.push_back((batch / took) / (versus / took_versus));
     }
-    auto median_of = [](std::vector<double>& v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
     const double median = median_of(ms);
     fmt::print("depth {:>6}: {:7.2f} ms  {:6.2f} tok/s  (min {:.2f}, max {:.2f})\n", depth, median,
                1000.0 * batch / median, ms.front(), ms.back());
+    if (!shares.empty()) {
+      const double share = median_of(shares);
+      fmt::print(
+          "  roofline share: median {:.1f} % over {} blocks ({:.1f}-{:.1f} %), {:.1f} MB a token\n",
+          100.0 * share, shares.size(), 100.0 * shares.front(), 100.0 * shares.back(), bytes / 1e6);
+    }
     if (versus > 0) {
       const double versus_median = median_of(versus_ms);
       // Sorted here, before front() and back() are read (argument order is unspecified).
