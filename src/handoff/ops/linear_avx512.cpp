@@ -56,12 +56,12 @@ constexpr int64_t kWidenCols = 512;
 // Where a tile's weights come from. kL2: a K chunk an earlier row tile brought in. kMemory: the
 // first row tile of a chunk the later ones re-read from L2. kMemoryOnce: the only pass over
 // them (decode's M <= 4 over the whole K), which on AMD are prefetched non-temporally, so that
-// the weight stream does not evict from L2 and the last-level cache what the step reads again
-// soon (the activations, the attention's cache rows, the smaller weights): in alternating
-// blocks of 25 decode steps in one process, bf16 steps on bench-moe took 0.96-1.11x less time
-// than with T0 prefetches (median 1.08 over 12 pairs; an A/A run moves ±2.5 %), batch-16 steps
-// the same (2-core Zen 5, 2026-12-06, docs/performance.md). Elsewhere single passes run as
-// kMemory.
+// the weight stream does not evict from L2 what the step reads again soon (the activations,
+// the attention's cache rows; the last-level cache keeps nothing across the stream either way,
+// docs/performance.md): in alternating blocks of 25 decode steps in one process, bf16 steps on
+// bench-moe took 0.96-1.11x less time than with T0 prefetches (median 1.08 over 12 pairs; an
+// A/A run moves ±2.5 %), batch-16 steps the same (2-core Zen 5, 2026-12-06). Elsewhere single
+// passes run as kMemory.
 enum class Source { kL2, kMemory, kMemoryOnce };
 
 // The first NB lanes (16 rows each) of block b × MR input rows; NB < 4 only for the last block
