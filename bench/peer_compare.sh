@@ -17,7 +17,7 @@
 #     `handoff export-gguf` at bf16 and f32 (exact widening), and llama-quantize makes a Q8_0
 #     file from the f32 one. ROUNDS rounds, each: stream_read (read bandwidth, 1 and 2 threads,
 #     the faster of plain loads and loads behind non-temporal prefetches),
-#     then per weight type, each engine's runs after a 2-thread stream_read of their own,
+#     then per weight type, each engine's runs, every run between two 2-thread stream_reads,
 #     llama-bench (-t THREADS -p PROMPT_LEN -n DECODE -d 0,PROMPT_LEN
 #     -r 1) and `handoff bench offline` (one request, PROMPT_LEN random ids in, DECODE out;
 #     prefill = PROMPT_LEN / TTFT, decode = 1 / TPOT; and one of a single id in, DECODE out),
@@ -28,8 +28,8 @@
 #     bf16, so its roofline is not given). bf16 and fp8 also run with `--activations bf16`
 #     (rows "-bf16act": prefill products on bf16-rounded inputs). The table: medians over
 #     rounds; % of roofline = the median over runs of decode tok/s x active weight bytes per
-#     token / the bandwidth read just before that run (the guest's bandwidth moves within a
-#     round). Active bytes are the GGUF's: everything but the embedding table, which is one row
+#     token / the mean of the bandwidths read just before and just after that run (the guest's
+#     bandwidth moves within a round, by up to 8 GB/s across one run). Active bytes are the GGUF's: everything but the embedding table, which is one row
 #     per token, and routed experts counted n_used / n_expert; cache reads are not in it, so
 #     depth 0 is the weight stream.
 #  3. check (MODE check|all): f32 bench-moe checkpoints of deepseek_v3 and deepseek_v32 (made by
@@ -151,6 +151,16 @@ b = [b["GB/s"] for b in json.load(sys.stdin)["benchmarks"] if b.get("run_type") 
 print("%.3f" % (max(b) / 1e9) if b else "NA")'
 }
 
+# bandwidth_around BEFORE: reads the bandwidth after a run; prints the mean of BEFORE and that
+# reading (the run's bandwidth), then the reading itself (the next run's BEFORE).
+bandwidth_around() {
+  local after
+  after=$(bandwidth_now)
+  python3 -c 'import sys
+a, b = sys.argv[1:]
+print("%.3f %s" % ((float(a) + float(b)) / 2, b) if "NA" not in (a, b) else "NA " + b)' "$1" "$after"
+}
+
 run_speed() {
   if [[ ! -f $MODEL/config.json ]]; then
     log "making $MODEL (bench-moe, deepseek_v3, bf16, seed 1)"
@@ -166,7 +176,8 @@ run_speed() {
     log "llama-quantize -> ${GGUF[q8_0]}"
     "$LLAMA_BUILD/bin/llama-quantize" "${GGUF[f32]}" "${GGUF[q8_0]}" Q8_0 > "$OUT/quantize.log" 2>&1
   fi
-  printf 'round\tengine\tweights\tprefill_tps\tdecode_tps\tdecode0_tps\tload1\tbw2\n' > "$OUT/runs.tsv"
+  printf 'round\tengine\tweights\tprefill_tps\tdecode_tps\tdecode0_tps\tload1\tbw2\tbw2_d0\n' \
+    > "$OUT/runs.tsv"
   printf 'round\tthreads\tGBps\n' > "$OUT/bandwidth.tsv"
   local prompt_file=$OUT/prompt.txt
   for ((r = 1; r <= ROUNDS; ++r)); do
@@ -182,15 +193,16 @@ for t in sorted(best):
     print(f"{sys.argv[2]}\t{t}\t{best[t]:.3f}")
 EOF
     log "round $r stream_read: $(awk -F'\t' -v r="$r" '$1 == r {printf "%s thr %s GB/s; ", $2, $3}' "$OUT/bandwidth.tsv")"
+    # Every run sits between two readings (each reading is the next run's "before"), and is
+    # set against their mean: the bandwidth moved by up to 8 GB/s across one ~20 s run.
+    local bw
+    bw=$(bandwidth_now)
     for w in $WEIGHTS; do
       local order="llama handoff"
       ((r % 2)) || order="handoff llama"
       for e in $order; do
-        local l1 f p d bw
+        local l1 f p d run_bw run_bw0
         l1=$(cut -d' ' -f1 /proc/loadavg)
-        # The read bandwidth just before this engine's runs: each run's roofline share is taken
-        # against it, as the guest's bandwidth moves within a round (33-76 GB/s in an hour).
-        bw=$(bandwidth_now)
         if [[ $e == llama ]]; then
           f=$OUT/llama_${w}_r$r.json
           # -d 0,P: pp and tg from an empty cache, and again after P cached tokens (its
@@ -207,8 +219,11 @@ def ts(prompt, gen, depth):
 print(ts(n_p, 0, 0), ts(0, n_d, n_p), ts(0, n_d, 0))
 EOF
 )"
-          printf '%s\tllama.cpp\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$w" "$p" "$d" "$d0" "$l1" \
-            "$bw" >> "$OUT/runs.tsv"
+          run_bw=$(bandwidth_around "$bw")
+          bw=${run_bw#* }
+          run_bw=${run_bw% *}
+          printf '%s\tllama.cpp\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$w" "$p" "$d" "$d0" "$l1" \
+            "$run_bw" "$run_bw" >> "$OUT/runs.tsv"
           log "round $r llama.cpp $w: prefill $p tok/s, decode $d tok/s after the prompt," \
             "$d0 from an empty cache (load $l1)"
         else
@@ -230,20 +245,27 @@ EOF
               --output-len "$DECODE" --max-num-batched-tokens "$PROMPT_LEN" \
               --max-model-len $((PROMPT_LEN + DECODE)) \
               --kv-cache-tokens $((PROMPT_LEN + DECODE + 64)) > "$f" 2> "$f.err"
+            run_bw=$(bandwidth_around "$bw")
+            bw=${run_bw#* }
+            run_bw=${run_bw% *}
             p=$(awk -v n="$PROMPT_LEN" '$1 == "TTFT" {printf "%.2f", n / ($3 / 1000)}' "$f")
             d=$(awk '$1 == "TPOT" {printf "%.2f", 1000 / $3}' "$f")
             # Decode from an (almost) empty cache, as llama-bench's tg: one id in. The
             # activations flag applies to prefill products only, so only exact runs it.
             local d0=NA
+            run_bw0=NA
             if [[ $act == exact ]]; then
               "$HANDOFF" bench offline --model "$MODEL" "${flags[@]}" --threads "$THREADS" \
                 --concurrency 1 --num-prompts 1 --input-len 1 --output-len "$DECODE" \
                 --max-model-len $((1 + DECODE)) --kv-cache-tokens $((DECODE + 64)) \
                 > "$f.depth0" 2> "$f.depth0.err"
               d0=$(awk '$1 == "TPOT" {printf "%.2f", 1000 / $3}' "$f.depth0")
+              run_bw0=$(bandwidth_around "$bw")
+              bw=${run_bw0#* }
+              run_bw0=${run_bw0% *}
             fi
-            printf '%s\tHandoff\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$label" "${p:-NA}" "${d:-NA}" \
-              "${d0:-NA}" "$l1" "$bw" >> "$OUT/runs.tsv"
+            printf '%s\tHandoff\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$r" "$label" "${p:-NA}" \
+              "${d:-NA}" "${d0:-NA}" "$l1" "$run_bw" "$run_bw0" >> "$OUT/runs.tsv"
             log "round $r Handoff $label: prefill ${p:-NA} tok/s, decode ${d:-NA} tok/s after" \
               "the prompt, ${d0:-NA} from an empty cache (load $l1)"
           done
@@ -269,7 +291,7 @@ speed_table() {
       awk '{v[NR] = $1} END {if (NR) printf "%s-%s", v[1], v[NR]; else print "NA"}')
     echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores;" \
       "stream read (median of $rounds rounds): 1 thread $bw1 GB/s, 2 threads $bw2 GB/s;" \
-      "2 threads just before each engine run: $bwr GB/s"
+      "2 threads around each engine run (mean of the readings before and after): $bwr GB/s"
     echo "model: $MODEL; $THREADS threads, batch 1, prefill $PROMPT_LEN, decode $DECODE;" \
       "medians of $rounds interleaved rounds; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
     echo
@@ -335,13 +357,17 @@ for key in dict.fromkeys((r["engine"], r["weights"]) for r in runs):
         xs = [float(r[col]) for r in rs if r.get(col, "NA") not in ("NA", "", None)]
         return "–".join(f"{v:.0f}" for v in sorted({min(xs), max(xs)})) if xs else "NA"
     def pct(col, v):
-        # Each run against the bandwidth read just before it (runs.tsv column bw2), the median
-        # of those shares; a run without that column: the median against the rounds' median.
+        # Each run against the bandwidth around it (runs.tsv column bw2, or bw2_d0 for the
+        # depth-0 run where there is one), the median of those shares; runs without that column:
+        # the median against the rounds' median.
         if not a:
             return "NA"
-        shares = [float(r[col]) * a / (float(r["bw2"]) * 1e9) for r in rs
+        def run_bw(r):
+            b = r.get("bw2_d0", "NA") if col == "decode0_tps" else "NA"
+            return b if b not in ("NA", "", None) else r.get("bw2", "NA")
+        shares = [float(r[col]) * a / (float(run_bw(r)) * 1e9) for r in rs
                   if r.get(col, "NA") not in ("NA", "", None)
-                  and r.get("bw2", "NA") not in ("NA", "", None)]
+                  and run_bw(r) not in ("NA", "", None)]
         if shares:
             return f"{100 * statistics.median(shares):.0f} %"
         return f"{100 * v / roof:.0f} %" if roof and v else "NA"
