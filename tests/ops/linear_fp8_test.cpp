@@ -252,6 +252,8 @@ TEST(OpsLinearFp8Parts, StackedPartsEqualTheirReferences) {
 
 // The AVX-512 paths (in-register conversion up to 4 rows, widened bf16 blocks beyond) give the
 // AVX2 paths' sums bit for bit, so a row's result does not depend on the CPU's kernel level.
+// Rounded activations beyond 16 rows are the exception where they run on vdpbf16ps
+// (bf16_dot_products(): AMD), which adds each k pair's products in the other order.
 TEST(OpsLinearFp8Levels, Avx512EqualsAvx2BitForBit) {
   if (cpu_max_isa() < Isa::kAvx512) GTEST_SKIP() << "CPU lacks avx512";
   std::mt19937 rng(18);
@@ -267,6 +269,7 @@ TEST(OpsLinearFp8Levels, Avx512EqualsAvx2BitForBit) {
       lw.forward(x.data(), m, y2.data());
       cap_kernel_isa(Isa::kAvx512);
       lw.forward(x.data(), m, y5.data());
+      if (a == ActivationPrecision::kBf16 && m > 16 && bf16_dot_products()) continue;
       EXPECT_EQ(0, std::memcmp(y2.data(), y5.data(), y2.size() * sizeof(float))) << "m=" << m;
     }
   }

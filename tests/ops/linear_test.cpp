@@ -161,6 +161,45 @@ TEST_P(OpsLinear, RoundedActivationsAreRounded) {
   }
 }
 
+// Where rounded activations go through vdpbf16ps (AMD with AVX512_BF16): each output is the
+// twin below bit for bit. Per K chunk of 1024 (so K = 2100 spans three) a sum from zero over
+// the k pairs, k + 1's product added before k's, each as one FMA; y is the first chunk's sum,
+// then y + each later one. Rows 17 and 23 cover the 6-row tiles and their tails, N = 70 a block
+// with unused lanes.
+TEST(OpsLinearBf16Dot, SumsEachPairAsTwoFmasOddFirst) {
+  if (!bf16_dot_products()) GTEST_SKIP() << "rounded activations take the FMA kernels here";
+  std::mt19937 rng(97);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  constexpr int64_t n = 70, k = 2100, kp = 2112, chunk = 1024;
+  const Tensor w = random_weight(n, k, DType::kBF16, rng).contiguous();
+  const LinearWeight lw(w, DType::kBF16, false, ActivationPrecision::kBf16);
+  const Tensor w32 = w.to(DType::kF32);
+  auto weight = [&](int64_t r, int64_t c) { return c < k ? w32.data<float>()[r * k + c] : 0.0f; };
+  for (int64_t m : {17, 23}) {
+    std::vector<float> x(static_cast<size_t>(m * k)), y(static_cast<size_t>(m * n));
+    for (float& v : x) v = dist(rng);
+    lw.forward(x.data(), m, y.data());
+    auto rounded = [&](int64_t i, int64_t c) {
+      return c < k ? tensor::bf16_to_f32(tensor::f32_to_bf16(x[static_cast<size_t>(i * k + c)]))
+                   : 0.0f;
+    };
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t r = 0; r < n; ++r) {
+        float expect = 0.0f;
+        for (int64_t c0 = 0; c0 < kp; c0 += chunk) {
+          float sum = 0.0f;
+          for (int64_t c = c0; c < std::min(kp, c0 + chunk); c += 2) {
+            sum = std::fma(weight(r, c + 1), rounded(i, c + 1), sum);
+            sum = std::fma(weight(r, c), rounded(i, c), sum);
+          }
+          expect = c0 == 0 ? sum : expect + sum;
+        }
+        ASSERT_EQ(y[static_cast<size_t>(i * n + r)], expect)
+            << "m=" << m << " row " << i << " col " << r;
+      }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, OpsLinear,
                          testing::Values(Isa::kPortable, Isa::kAvx2, Isa::kAvx512, Isa::kAmx),
                          [](const auto& info) { return std::string(isa_name(info.param)); });

@@ -85,6 +85,15 @@ bool cpu_is_amd() {
 #endif
 }
 
+bool bf16_dot_products() {
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has && cpu_is_amd() && kernel_isa() >= Isa::kAvx512;
+#else
+  return false;
+#endif
+}
+
 void cap_kernel_isa(Isa isa) { g_cap.store(static_cast<int>(isa), std::memory_order_relaxed); }
 
 Isa kernel_isa() {

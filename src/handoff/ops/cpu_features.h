@@ -23,5 +23,10 @@ void cap_kernel_isa(Isa isa);
 // non-temporally there, as measured on Zen 5 (linear_avx512.cpp); elsewhere they keep the
 // prefetches measured on Intel. Cached.
 bool cpu_is_amd();
+// Whether bf16 products on rounded activations run on vdpbf16ps (linear_avx512bf16.cpp): at
+// the avx512 level or above, on an AMD CPU with AVX512_BF16. There it issues twice a cycle, as
+// FMA does, with twice the multiply-adds (2-core Zen 5); on the Intel Xeon it was measured on,
+// the FMA kernels on widened weights were faster (linear_avx512.cpp).
+bool bf16_dot_products();
 
 }  // namespace handoff::ops

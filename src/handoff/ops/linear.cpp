@@ -196,12 +196,14 @@ struct LinearWeight::Impl {
 
   std::shared_ptr<const Prim> prim(int64_t m);
   // x as the small-M kernels take it: dense rows of k_pad floats, zero-padded (rounded to bf16
-  // when asked); on AMX beyond 4 rows also its bf16 copies for the tiles.
+  // when asked); on AMX beyond 4 rows also its bf16 copies for the tiles. Rounded x where
+  // vdpbf16ps pays (bf16_dot_products(); bf16 or FP8 weights) is only its bf16 rows, in xb.
   struct Staged {
     const float* x = nullptr;
-    const uint16_t* xb = nullptr;  // AMX: split_bf16's `parts` copies; else null
+    const uint16_t* xb = nullptr;  // AMX: split_bf16's `parts` copies; bf16_dot: x in bf16
     int parts = 0;
     int64_t m = 0;
+    bool bf16_dot = false;
   };
   // Stages x into `xpad` and `xb`, which grow as needed and must outlive the result.
   Staged stage(const float* x, int64_t m, int64_t ldx, std::vector<float>& xpad,
@@ -253,6 +255,16 @@ LinearWeight::Impl::Staged LinearWeight::Impl::stage(const float* x, int64_t m, 
   const bool tiles = m >= detail::amx::kMinRows && kernel_isa() >= Isa::kAmx &&
                      (pw.dtype == DType::kBF16 || (fp8 && pw.k_block % 32 == 0));
   if (kp == k && lead == 0 && !round && !tiles && (m == 1 || ldx == kp)) return {x, nullptr, 0, m};
+  if (round && !tiles && bf16_dot_products()) {
+    xb.resize(static_cast<size_t>(m * kp));
+    for (int64_t i = 0; i < m; ++i) {
+      uint16_t* row = xb.data() + i * kp;
+      std::fill(row, row + lead, uint16_t{0});
+      for (int64_t c = 0; c < k; ++c) row[lead + c] = tensor::f32_to_bf16(x[i * ldx + c]);
+      std::fill(row + lead + k, row + kp, uint16_t{0});
+    }
+    return {nullptr, xb.data(), 0, m, true};
+  }
   xpad.resize(static_cast<size_t>(m * kp));
   for (int64_t i = 0; i < m; ++i) {
     float* row = xpad.data() + i * kp;
@@ -278,6 +290,12 @@ LinearWeight::Impl::Staged LinearWeight::Impl::stage(const float* x, int64_t m, 
 
 void LinearWeight::Impl::run_blocks(const Staged& s, float* y, int64_t ldy, int64_t b0,
                                     int64_t b1) const {
+  if (s.bf16_dot) {
+    (pw.dtype == DType::kF8E4M3
+         ? detail::avx512bf16::linear_fp8_dot
+         : detail::avx512bf16::linear_bf16_dot)(pw, s.xb, s.m, y, ldy, b0, b1);
+    return;
+  }
   if (s.xb != nullptr) {
     detail::amx::linear(pw, s.xb, s.parts, s.m, y, ldy, b0, b1);
     return;

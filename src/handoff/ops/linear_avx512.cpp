@@ -3,7 +3,8 @@
 // stay in L2. bf16 is widened to f32 in registers (a shift or a mask per 16 rows × 2 k) and
 // multiplied with f32 FMAs, so activations stay exact; on the AVX-512 BF16 Xeon this was
 // measured on, that ran prefill shapes at ~120 GFLOP/s per core against 34-36 for vdpbf16ps on
-// hi + lo halves of x, and 65-75 for vdpbf16ps (or oneDNN's bf16 matmul) on rounded x.
+// hi + lo halves of x, and 65-75 for vdpbf16ps (or oneDNN's bf16 matmul) on rounded x. On AMD,
+// where vdpbf16ps issues as often as FMA, rounded x goes to linear_avx512bf16.cpp instead.
 //
 // FP8: the AVX2 kernel's conversion (linear_fp8_avx2.cpp) on 64-byte lines. A line holds a
 // block's 64 rows of one k, each 32-row half with row 8q + j in byte q of 32-bit lane j, so the

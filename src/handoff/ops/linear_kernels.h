@@ -79,6 +79,17 @@ void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, 
 void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                         int64_t b0, int64_t b1);
 }  // namespace avx512
+namespace avx512bf16 {
+// bf16 weights against x already rounded to bf16: xb is [m][k_pad] bf16, zero past K. Each
+// row's dot product sums its k pairs as vdpbf16ps does (k + 1, then k, each as an FMA), not in
+// the FMA kernels' order. Needs AVX512_BF16 (bf16_dot_products()).
+void linear_bf16_dot(const PackedWeight& w, const uint16_t* xb, int64_t m, float* y, int64_t ldy,
+                     int64_t b0, int64_t b1);
+// FP8 weights, the same contract (xb's columns on the quantisation grid: k_lead zeros first);
+// each k block's sum then y (+)= sum · scale, as the FMA kernels apply the scales.
+void linear_fp8_dot(const PackedWeight& w, const uint16_t* xb, int64_t m, float* y, int64_t ldy,
+                    int64_t b0, int64_t b1);
+}  // namespace avx512bf16
 namespace avx2 {
 void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                     int64_t b0, int64_t b1);

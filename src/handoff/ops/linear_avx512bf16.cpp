@@ -1,0 +1,188 @@
+// bf16 and FP8 weights against activations rounded to bf16 (--activations bf16, beyond
+// kSmallMMax rows) with vdpbf16ps; FP8 blocks are first widened to bf16 (exact), a chunk at a
+// time, as the FMA kernels' prefill path does. The packed bf16 layout already holds each row's k
+// pairs in one 32-bit lane, as the instruction takes them, so one load of 16 rows × 2 k and one
+// broadcast of x's pair feed one instruction (32 multiply-adds) where the exact path widens the
+// load in two and issues two FMAs. On the 2-core Zen 5 it issues twice a cycle, as FMA does, so
+// this doubles the multiply-add rate; on the Intel AVX-512 BF16 Xeon it did not pay
+// (linear_avx512.cpp), so it runs on AMD only (cpu_features.h). Each lane adds k + 1's product,
+// then k's, each rounded as an FMA would be (measured equal bit for bit to that pair of FMAs on Zen
+// 5, 3.2M random lanes): the exact sum order of the FMA kernels is not kept, only a per-dot-product
+// summation order change.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "handoff/ops/linear_kernels.h"
+
+namespace handoff::ops::detail::avx512bf16 {
+
+namespace {
+
+// K per chunk: a 64-row block's slice (128 KiB) stays in L2 while the row tiles re-read it.
+constexpr int64_t kKChunk = 1024;
+// Prefetch distance of the first row tile of a chunk (from memory) and of the others (from L2),
+// as linear_avx512.cpp measured for its tiles.
+constexpr int kFromMemoryAhead = 4096;
+constexpr int kFromL2Ahead = 1024;
+// FP8 weights are widened to bf16 (exact for e4m3) this many columns (whole k blocks) at a
+// time, 64 rows × 512 × 2 bytes = 64 KiB, as linear_avx512.cpp's widened path does.
+constexpr int64_t kWidenCols = 512;
+// Rows of x per tile: NB × kRows accumulators (24 at NB = 4) beside NB weight vectors and the
+// broadcast pair stay within the 32 registers.
+constexpr int64_t kRows = 6;
+
+// Block b's first NB lanes × MR rows of x over k in [k0, k1); y (+)= the sums, or with kScaled
+// (a widened FP8 k block) y (+)= sum · the rows' scales.
+template <int NB, int MR, bool kFromMemory, bool kScaled = false>
+void tile(const PackedWeight& w, const uint16_t* xb, int64_t ldx, float* y, int64_t ldy, int64_t b,
+          int64_t k0, int64_t k1, bool accumulate, const float* scales = nullptr) {
+  constexpr int kAhead = kFromMemory ? kFromMemoryAhead : kFromL2Ahead;
+  __m512 acc[NB][MR];
+  for (int j = 0; j < NB; ++j)
+    for (int i = 0; i < MR; ++i) acc[j][i] = _mm512_setzero_ps();
+  const auto* base = static_cast<const uint16_t*>(w.data) + b * w.k_pad * kRowBlock;
+  for (int64_t k = k0; k < k1; k += 2) {
+    __m512i wv[NB];
+    for (int j = 0; j < NB; ++j) {
+      const uint16_t* p = base + k * kRowBlock + j * 32;
+      _mm_prefetch(reinterpret_cast<const char*>(p) + kAhead, _MM_HINT_T0);
+      wv[j] = _mm512_loadu_si512(p);
+    }
+    for (int i = 0; i < MR; ++i) {
+      int pair;  // x's k and k + 1 as bf16, k's in the low half as in the weights' lanes
+      __builtin_memcpy(&pair, xb + i * ldx + k, sizeof(pair));
+      const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+      for (int j = 0; j < NB; ++j)
+        acc[j][i] = _mm512_dpbf16_ps(acc[j][i], reinterpret_cast<__m512bh>(wv[j]), xv);
+    }
+  }
+  for (int j = 0; j < NB; ++j) {
+    const int64_t row0 = b * kRowBlock + j * kLane;
+    const int64_t valid = std::min<int64_t>(kLane, w.n - row0);
+    const __mmask16 mask = valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << valid) - 1);
+    for (int i = 0; i < MR; ++i) {
+      __m512 r = acc[j][i];
+      const __m512 prev =
+          accumulate ? _mm512_maskz_loadu_ps(mask, y + i * ldy + row0) : _mm512_setzero_ps();
+      if constexpr (kScaled) {
+        r = _mm512_fmadd_ps(r, _mm512_maskz_loadu_ps(mask, scales + j * kLane), prev);
+      } else if (accumulate) {
+        r = _mm512_add_ps(r, prev);
+      }
+      _mm512_mask_storeu_ps(y + i * ldy + row0, mask, r);
+    }
+  }
+}
+
+template <int NB, bool kFromMemory, bool kScaled = false>
+void tile_mr(int64_t mr, const PackedWeight& w, const uint16_t* xb, int64_t ldx, float* y,
+             int64_t ldy, int64_t b, int64_t k0, int64_t k1, bool accumulate,
+             const float* scales = nullptr) {
+  switch (mr) {
+    case 1:
+      return tile<NB, 1, kFromMemory, kScaled>(w, xb, ldx, y, ldy, b, k0, k1, accumulate, scales);
+    case 2:
+      return tile<NB, 2, kFromMemory, kScaled>(w, xb, ldx, y, ldy, b, k0, k1, accumulate, scales);
+    case 3:
+      return tile<NB, 3, kFromMemory, kScaled>(w, xb, ldx, y, ldy, b, k0, k1, accumulate, scales);
+    case 4:
+      return tile<NB, 4, kFromMemory, kScaled>(w, xb, ldx, y, ldy, b, k0, k1, accumulate, scales);
+    case 5:
+      return tile<NB, 5, kFromMemory, kScaled>(w, xb, ldx, y, ldy, b, k0, k1, accumulate, scales);
+    default:
+      return tile<NB, kRows, kFromMemory, kScaled>(w, xb, ldx, y, ldy, b, k0, k1, accumulate,
+                                                   scales);
+  }
+}
+
+// All m rows against block b: K in chunks, the first row tile of each bringing it from memory.
+template <int NB>
+void block_rows(const PackedWeight& w, const uint16_t* xb, int64_t m, float* y, int64_t ldy,
+                int64_t b) {
+  const int64_t ldx = w.k_pad;
+  for (int64_t k0 = 0; k0 < ldx; k0 += kKChunk) {
+    const int64_t k1 = std::min(ldx, k0 + kKChunk);
+    for (int64_t i = 0; i < m; i += kRows) {
+      const int64_t mr = std::min(kRows, m - i);
+      if (i == 0) {
+        tile_mr<NB, true>(mr, w, xb, ldx, y, ldy, b, k0, k1, k0 > 0);
+      } else {
+        tile_mr<NB, false>(mr, w, xb + i * ldx, ldx, y + i * ldy, ldy, b, k0, k1, k0 > 0);
+      }
+    }
+  }
+}
+
+// FP8 block `part` (widened to bf16, unscaled) against all m rows, one k block at a time:
+// y (+)= sum · scale, as the FMA kernels' widened path sums it (rows outside, k blocks inside).
+template <int NB>
+void widened_rows(const PackedWeight& part, const uint16_t* xb, int64_t ldx, int64_t m, float* y,
+                  int64_t ldy, int64_t k_block, const float* scales, bool accumulate) {
+  for (int64_t i = 0; i < m; i += kRows) {
+    const int64_t mr = std::min(kRows, m - i);
+    const float* s = scales;
+    for (int64_t k0 = 0; k0 < part.k_pad; k0 += k_block, s += kRowBlock)
+      tile_mr<NB, false, true>(mr, part, xb + i * ldx, ldx, y + i * ldy, ldy, 0, k0, k0 + k_block,
+                               accumulate || k0 > 0, s);
+  }
+}
+
+}  // namespace
+
+void linear_fp8_dot(const PackedWeight& w, const uint16_t* xb, int64_t m, float* y, int64_t ldy,
+                    int64_t b0, int64_t b1) {
+  const int64_t ldx = w.k_pad, nkb = w.k_pad / w.k_block;
+  const int64_t chunk_cols = w.k_block * std::max<int64_t>(1, kWidenCols / w.k_block);
+  thread_local std::vector<uint16_t> chunk;  // only grows: no allocation in steady state
+  chunk.resize(static_cast<size_t>(chunk_cols * kRowBlock));
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t row0 = b * kRowBlock;
+    for (int64_t c0 = 0; c0 < w.k_pad; c0 += chunk_cols) {
+      const int64_t c1 = std::min(w.k_pad, c0 + chunk_cols);
+      avx2::dequantize_block_bf16(w, b, c0, c1, chunk.data());
+      const PackedWeight part{tensor::DType::kBF16, std::min(kRowBlock, w.n - row0), c1 - c0, 1,
+                              chunk.data()};
+      const float* scales = w.scales + (b * nkb + c0 / w.k_block) * kRowBlock;
+      const uint16_t* xc = xb + c0;
+      float* yb = y + row0;
+      switch (live_lanes(part, 0)) {
+        case 1:
+          widened_rows<1>(part, xc, ldx, m, yb, ldy, w.k_block, scales, c0 > 0);
+          break;
+        case 2:
+          widened_rows<2>(part, xc, ldx, m, yb, ldy, w.k_block, scales, c0 > 0);
+          break;
+        case 3:
+          widened_rows<3>(part, xc, ldx, m, yb, ldy, w.k_block, scales, c0 > 0);
+          break;
+        default:
+          widened_rows<4>(part, xc, ldx, m, yb, ldy, w.k_block, scales, c0 > 0);
+          break;
+      }
+    }
+  }
+}
+
+void linear_bf16_dot(const PackedWeight& w, const uint16_t* xb, int64_t m, float* y, int64_t ldy,
+                     int64_t b0, int64_t b1) {
+  for (int64_t b = b0; b < b1; ++b) {
+    switch (live_lanes(w, b)) {
+      case 1:
+        block_rows<1>(w, xb, m, y, ldy, b);
+        break;
+      case 2:
+        block_rows<2>(w, xb, m, y, ldy, b);
+        break;
+      case 3:
+        block_rows<3>(w, xb, m, y, ldy, b);
+        break;
+      default:
+        block_rows<4>(w, xb, m, y, ldy, b);
+        break;
+    }
+  }
+}
+
+}  // namespace handoff::ops::detail::avx512bf16
