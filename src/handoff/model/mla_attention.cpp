@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "handoff/ops/gemm.h"
+#include "handoff/ops/linear.h"
 #include "handoff/ops/vector_ops.h"
 #include "handoff/tensor/thread_pool.h"
 
@@ -236,12 +237,36 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
   float* run_sum = run_sum_ = scratch_.get(8, static_cast<size_t>(items * heads_));
   float* run_acc = run_acc_ = scratch_.get(9, static_cast<size_t>(items * heads_ * kv_rank_));
 
+  // The query of head h against a key row is [W_UKᵀ q_nope (kv_rank); q_pe (rope)]; keys stay
+  // rows, so scoresᵀ = rows · qcatᵀ transposes [n, heads], not [n, width] (each score's sum
+  // runs over the same products in the same order either way). qcatᵀ is built straight from
+  // q_abs and q: per item, through a copy, it was ~3.5 us, as much as a 64-key tile's scores
+  // (bench-moe, Zen 5, docs/performance.md).
+  const int64_t qcat_size = width * heads_;
+  auto build_qcat_t = [&](int64_t t, float* qcat_t) {
+    ops::transpose(heads_, kv_rank_, q_abs + t * heads_ * kv_rank_, kv_rank_, qcat_t, heads_);
+    ops::transpose(heads_, rope_dim_, q + t * heads_ * qk + nope_, qk, qcat_t + kv_rank_ * heads_,
+                   heads_);
+  };
+  // A decode step's tokens: every token's qcatᵀ once, before the region (inline for one token).
+  // Its chunks are single items there, so a per-chunk memo rebuilt it for every item, 1 us each
+  // (2-3 a thread and layer at depth 512, batch 1). Prefill chunks hold many items, and all
+  // tokens' copies at once would be large: each chunk builds its tokens' as it meets them.
+  float* qcat_all = nullptr;
+  if (t_count <= ops::kDecodeRowsMax) {
+    qcat_all = scratch_.get(10, static_cast<size_t>(t_count * qcat_size));
+    tensor::parallel_for(t_count, 4, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) build_qcat_t(t, qcat_all + t * qcat_size);
+    });
+  }
+
   tensor::parallel_for(items, 1, [&](int64_t begin, int64_t end) {
     float* rows = Scratch::thread_local_buffer(1, static_cast<size_t>(kTileKeys * width));
     float* scores_t = Scratch::thread_local_buffer(2, static_cast<size_t>(kTileKeys * heads_));
     float* probs = Scratch::thread_local_buffer(3, static_cast<size_t>(heads_ * kTileKeys));
-    float* qcat_t = Scratch::thread_local_buffer(4, static_cast<size_t>(width * heads_));
-    int64_t qcat_t_token = -1;
+    float* qcat_own =
+        qcat_all ? nullptr : Scratch::thread_local_buffer(4, static_cast<size_t>(qcat_size));
+    int64_t qcat_own_token = -1;
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item_token_[static_cast<size_t>(item)];
       const int64_t keys = key_count(meta, t), seg = segment_keys(keys);
@@ -249,16 +274,10 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
       const int64_t k1 = std::min(keys, k0 + seg);
       const auto& seq = meta.sequences[static_cast<size_t>(meta.token_seq[t])];
       const auto& sel = selected_[static_cast<size_t>(t)];
-      // The query of head h against a key row is [W_UKᵀ q_nope (kv_rank); q_pe (rope)]; keys
-      // stay rows, so scoresᵀ = rows · qcatᵀ transposes [n, heads], not [n, width] (each
-      // score's sum runs over the same products in the same order either way). qcatᵀ is built
-      // straight from q_abs and q once per token and thread: per item, through a copy, it was
-      // ~3.5 us, as much as a 64-key tile's scores (bench-moe, Zen 5, docs/performance.md).
-      if (t != qcat_t_token) {
-        ops::transpose(heads_, kv_rank_, q_abs + t * heads_ * kv_rank_, kv_rank_, qcat_t, heads_);
-        ops::transpose(heads_, rope_dim_, q + t * heads_ * qk + nope_, qk,
-                       qcat_t + kv_rank_ * heads_, heads_);
-        qcat_t_token = t;
+      const float* qcat_t = qcat_all ? qcat_all + t * qcat_size : qcat_own;
+      if (!qcat_all && t != qcat_own_token) {
+        build_qcat_t(t, qcat_own);
+        qcat_own_token = t;
       }
       float* m = run_max + item * heads_;
       float* l = run_sum + item * heads_;
