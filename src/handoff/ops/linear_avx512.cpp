@@ -73,8 +73,8 @@ constexpr int64_t kRunAheadMaxBytes = 128 << 10;
 // would leave the memory idle while they compute. Instead every k step of every tile prefetches
 // a share of the next unit (the memory right after it), so the tiles together fetch it once,
 // spread over their time, as the AVX2 kernels do (linear_avx2.cpp). A batch-16 step against a
-// batch-1 step beside it: 3.13-3.21 × against 3.03-3.06 × without, T1 hints 3.09-3.20 (bench-moe,
-// depth 64, 2 threads, Zen 5, alternating processes); prefill the same.
+// batch-1 step beside it: 3.13-3.41 × against 3.03-3.25 × without in two series, T1 hints no
+// better (bench-moe, depth 64, 2 threads, Zen 5, alternating processes); prefill the same.
 struct RunAhead {
   const char* next = nullptr;
   int64_t bytes = 0;     // of the next unit
