@@ -24,23 +24,6 @@ namespace handoff::ops::detail::avx512 {
 
 namespace {
 
-// K per chunk when x has more than 4 rows: a 64-row block slice is 128 KiB (bf16) or
-// 256 KiB (f32). A multiple of 32, so chunks keep bf16 k pairs whole.
-constexpr int64_t kKChunk = 1024;
-// Software prefetch distance of the bf16/f32 tiles that re-read a K chunk from L2, and (off AMD)
-// the L1 prefetch of the FP8 decode tile, which has its own L2 prefetch below. It was first the
-// distance of every tile: without it the then M = 4 kernel streamed at ~18 GB/s against
-// ~25-27 GB/s with it (1 thread); the bf16/f32 tiles that stream from memory now use
-// kDecodePrefetchBytes.
-constexpr int kPrefetchBytes = 1024;
-// Tiles that read their weights from memory (decode's, M <= 4, over the whole K; and the first
-// row tile of each K chunk when x has more rows): 4 KiB ahead streamed 38-42 GB/s against 36-39
-// at 1 KiB (standalone M = 1 tile, 2 threads, Zen 5, 2026-12-04); beside 4 chain sets, 48-52
-// against 38. At M = 3 and 4 (a batched step's experts) 1 KiB read 23-24 GB/s against 26-29 at
-// 4 KiB, and 8 or 16 KiB no more (BM_ExpertsFromDram, 2 threads, Intel Xeon, 2026-12-05). For
-// 6-16 rows (a batched step's other products) 4 KiB in the first tile gave ~1.14x at M = 6,
-// ~1.05x at M = 8 and ~1.02x at M = 16 (medians, Zen 5, 2026-12-06, docs/performance.md).
-constexpr int kDecodePrefetchBytes = 4096;
 // FP8 decode reads one 64-byte line per k, a quarter of bf16's bytes per step, so the L1
 // prefetch alone kept too few lines in flight: 7.4 GB/s per thread from DRAM against bf16's 13.7
 // (BM_ExpertsFromDram, Intel AMX Xeon, 2026-12-02). A second prefetch, into L2 16 KiB ahead, took
@@ -51,8 +34,6 @@ constexpr int kFp8L2PrefetchBytes = 16384;
 // 1.14-1.21x less time at 8 KiB, 1.16-1.18x at 4, 1.08-1.10x at 2 and 1.10-1.15x at 16
 // (alternating blocks of 25 steps in one process, 2-core Zen 5, 2026-12-06).
 constexpr int kFp8NonTemporalPrefetchBytes = 8192;
-// FP8 prefill: columns per widened chunk (whole k blocks), 64 rows × 512 × 2 bytes = 64 KiB.
-constexpr int64_t kWidenCols = 512;
 
 // Where a tile's weights come from. kL2: a K chunk an earlier row tile brought in. kMemory: the
 // first row tile of a chunk the later ones re-read from L2. kMemoryOnce: the only pass over
@@ -361,37 +342,27 @@ void widened_block(const PackedWeight& part, const float* x, int64_t ldx, int64_
 
 void widened(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy, int64_t b0,
              int64_t b1) {
-  const int64_t ldx = w.k_pad, nkb = w.k_pad / w.k_block;
-  const int64_t chunk_cols = w.k_block * std::max<int64_t>(1, kWidenCols / w.k_block);
-  thread_local std::vector<uint16_t> chunk;  // only grows: no allocation in steady state
-  chunk.resize(static_cast<size_t>(chunk_cols * kRowBlock));
-  for (int64_t b = b0; b < b1; ++b) {
-    const int64_t row0 = b * kRowBlock;
-    for (int64_t c0 = 0; c0 < w.k_pad; c0 += chunk_cols) {
-      const int64_t c1 = std::min(w.k_pad, c0 + chunk_cols);
-      avx2::dequantize_block_bf16(w, b, c0, c1, chunk.data());
-      const PackedWeight part{tensor::DType::kBF16, std::min(kRowBlock, w.n - row0), c1 - c0, 1,
-                              chunk.data()};
-      const float* scales = w.scales + (b * nkb + c0 / w.k_block) * kRowBlock;
-      const float* xc = x + c0;
-      float* yb = y + row0;
-      const bool acc = c0 > 0;
-      switch (live_lanes(part, 0)) {
-        case 1:
-          widened_block<1>(part, xc, ldx, m, yb, ldy, w.k_block, scales, acc);
-          break;
-        case 2:
-          widened_block<2>(part, xc, ldx, m, yb, ldy, w.k_block, scales, acc);
-          break;
-        case 3:
-          widened_block<3>(part, xc, ldx, m, yb, ldy, w.k_block, scales, acc);
-          break;
-        default:
-          widened_block<4>(part, xc, ldx, m, yb, ldy, w.k_block, scales, acc);
-          break;
-      }
-    }
-  }
+  for_each_widened_fp8_chunk(
+      w, b0, b1, [&](const PackedWeight& part, int64_t c0, int64_t row0, const float* scales) {
+        const float* xc = x + c0;
+        float* yb = y + row0;
+        const int64_t ldx = w.k_pad;
+        const bool acc = c0 > 0;
+        switch (live_lanes(part, 0)) {
+          case 1:
+            widened_block<1>(part, xc, ldx, m, yb, ldy, w.k_block, scales, acc);
+            break;
+          case 2:
+            widened_block<2>(part, xc, ldx, m, yb, ldy, w.k_block, scales, acc);
+            break;
+          case 3:
+            widened_block<3>(part, xc, ldx, m, yb, ldy, w.k_block, scales, acc);
+            break;
+          default:
+            widened_block<4>(part, xc, ldx, m, yb, ldy, w.k_block, scales, acc);
+            break;
+        }
+      });
 }
 
 // Up to kFp8DirectRowsMax rows of x, each k block converted in registers. k blocks outside,

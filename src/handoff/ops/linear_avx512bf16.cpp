@@ -12,7 +12,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "handoff/ops/linear_kernels.h"
 
@@ -20,15 +19,10 @@ namespace handoff::ops::detail::avx512bf16 {
 
 namespace {
 
-// K per chunk: a 64-row block's slice (128 KiB) stays in L2 while the row tiles re-read it.
-constexpr int64_t kKChunk = 1024;
-// Prefetch distance of the first row tile of a chunk (from memory) and of the others (from L2),
-// as linear_avx512.cpp measured for its tiles.
-constexpr int kFromMemoryAhead = 4096;
-constexpr int kFromL2Ahead = 1024;
-// FP8 weights are widened to bf16 (exact for e4m3) this many columns (whole k blocks) at a
-// time, 64 rows × 512 × 2 bytes = 64 KiB, as linear_avx512.cpp's widened path does.
-constexpr int64_t kWidenCols = 512;
+// K chunks and prefetch distances as the FMA kernels' (linear_kernels.h).
+using avx512::kDecodePrefetchBytes;
+using avx512::kKChunk;
+using avx512::kPrefetchBytes;
 // Rows of x per tile: NB × kRows accumulators (24 at NB = 4) beside NB weight vectors and the
 // broadcast pair stay within the 32 registers.
 constexpr int64_t kRows = 6;
@@ -38,7 +32,7 @@ constexpr int64_t kRows = 6;
 template <int NB, int MR, bool kFromMemory, bool kScaled = false>
 void tile(const PackedWeight& w, const uint16_t* xb, int64_t ldx, float* y, int64_t ldy, int64_t b,
           int64_t k0, int64_t k1, bool accumulate, const float* scales = nullptr) {
-  constexpr int kAhead = kFromMemory ? kFromMemoryAhead : kFromL2Ahead;
+  constexpr int kAhead = kFromMemory ? kDecodePrefetchBytes : kPrefetchBytes;
   __m512 acc[NB][MR];
   for (int j = 0; j < NB; ++j)
     for (int i = 0; i < MR; ++i) acc[j][i] = _mm512_setzero_ps();
@@ -133,36 +127,26 @@ void widened_rows(const PackedWeight& part, const uint16_t* xb, int64_t ldx, int
 
 void linear_fp8_dot(const PackedWeight& w, const uint16_t* xb, int64_t m, float* y, int64_t ldy,
                     int64_t b0, int64_t b1) {
-  const int64_t ldx = w.k_pad, nkb = w.k_pad / w.k_block;
-  const int64_t chunk_cols = w.k_block * std::max<int64_t>(1, kWidenCols / w.k_block);
-  thread_local std::vector<uint16_t> chunk;  // only grows: no allocation in steady state
-  chunk.resize(static_cast<size_t>(chunk_cols * kRowBlock));
-  for (int64_t b = b0; b < b1; ++b) {
-    const int64_t row0 = b * kRowBlock;
-    for (int64_t c0 = 0; c0 < w.k_pad; c0 += chunk_cols) {
-      const int64_t c1 = std::min(w.k_pad, c0 + chunk_cols);
-      avx2::dequantize_block_bf16(w, b, c0, c1, chunk.data());
-      const PackedWeight part{tensor::DType::kBF16, std::min(kRowBlock, w.n - row0), c1 - c0, 1,
-                              chunk.data()};
-      const float* scales = w.scales + (b * nkb + c0 / w.k_block) * kRowBlock;
-      const uint16_t* xc = xb + c0;
-      float* yb = y + row0;
-      switch (live_lanes(part, 0)) {
-        case 1:
-          widened_rows<1>(part, xc, ldx, m, yb, ldy, w.k_block, scales, c0 > 0);
-          break;
-        case 2:
-          widened_rows<2>(part, xc, ldx, m, yb, ldy, w.k_block, scales, c0 > 0);
-          break;
-        case 3:
-          widened_rows<3>(part, xc, ldx, m, yb, ldy, w.k_block, scales, c0 > 0);
-          break;
-        default:
-          widened_rows<4>(part, xc, ldx, m, yb, ldy, w.k_block, scales, c0 > 0);
-          break;
-      }
-    }
-  }
+  for_each_widened_fp8_chunk(
+      w, b0, b1, [&](const PackedWeight& part, int64_t c0, int64_t row0, const float* scales) {
+        const uint16_t* xc = xb + c0;
+        float* yb = y + row0;
+        const int64_t ldx = w.k_pad;
+        switch (live_lanes(part, 0)) {
+          case 1:
+            widened_rows<1>(part, xc, ldx, m, yb, ldy, w.k_block, scales, c0 > 0);
+            break;
+          case 2:
+            widened_rows<2>(part, xc, ldx, m, yb, ldy, w.k_block, scales, c0 > 0);
+            break;
+          case 3:
+            widened_rows<3>(part, xc, ldx, m, yb, ldy, w.k_block, scales, c0 > 0);
+            break;
+          default:
+            widened_rows<4>(part, xc, ldx, m, yb, ldy, w.k_block, scales, c0 > 0);
+            break;
+        }
+      });
 }
 
 void linear_bf16_dot(const PackedWeight& w, const uint16_t* xb, int64_t m, float* y, int64_t ldy,

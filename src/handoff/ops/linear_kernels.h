@@ -20,7 +20,9 @@
 // quantisation grid's: it starts `k_lead` zero columns before the matrix's first column (a slice
 // starting inside a block) and ends padded to whole blocks, so each k block of the layout is one
 // scale block. Kernels sum a k block in f32, then add partial · scale.
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "handoff/tensor/dtype.h"
 
@@ -72,6 +74,27 @@ void linear_small_m_fp8_portable(const PackedWeight& w, const float* x, int64_t 
 // tile; beyond, it widens each block once per chunk for all rows.
 inline constexpr int64_t kFp8DirectRowsMax = 4;
 namespace avx512 {
+// Shared by the AVX-512 FMA kernels (linear_avx512.cpp) and the vdpbf16ps ones
+// (linear_avx512bf16.cpp).
+// K per chunk when x has more than 4 rows: a 64-row block slice is 128 KiB (bf16) or
+// 256 KiB (f32). A multiple of 32, so chunks keep bf16 k pairs whole.
+inline constexpr int64_t kKChunk = 1024;
+// Software prefetch distance of the bf16/f32 tiles that re-read a K chunk from L2, and (off AMD)
+// the L1 prefetch of the FP8 decode tile, which has its own L2 prefetch. It was first the
+// distance of every tile: without it the then M = 4 kernel streamed at ~18 GB/s against
+// ~25-27 GB/s with it (1 thread); the bf16/f32 tiles that stream from memory now use
+// kDecodePrefetchBytes.
+inline constexpr int kPrefetchBytes = 1024;
+// Tiles that read their weights from memory (decode's, M <= 4, over the whole K; and the first
+// row tile of each K chunk when x has more rows): 4 KiB ahead streamed 38-42 GB/s against 36-39
+// at 1 KiB (standalone M = 1 tile, 2 threads, Zen 5, 2026-12-04); beside 4 chain sets, 48-52
+// against 38. At M = 3 and 4 (a batched step's experts) 1 KiB read 23-24 GB/s against 26-29 at
+// 4 KiB, and 8 or 16 KiB no more (BM_ExpertsFromDram, 2 threads, Intel Xeon, 2026-12-05). For
+// 6-16 rows (a batched step's other products) 4 KiB in the first tile gave ~1.14x at M = 6,
+// ~1.05x at M = 8 and ~1.02x at M = 16 (medians, Zen 5, 2026-12-06, docs/performance.md).
+inline constexpr int kDecodePrefetchBytes = 4096;
+// FP8 prefill: columns per widened chunk (whole k blocks), 64 rows × 512 × 2 bytes = 64 KiB.
+inline constexpr int64_t kWidenCols = 512;
 // Any m (prefill too): rows of x beyond the first four re-read each block from L2.
 void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                     int64_t b0, int64_t b1);
@@ -108,6 +131,28 @@ int64_t linear_tall_bf16_scaled(const PackedWeight& w, const float* x, int64_t l
 // (e4m3 values are exact in bf16).
 void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, uint16_t* out);
 }  // namespace avx2
+
+// FP8 blocks [b0, b1) of w for prefill-sized x, as the AVX-512 paths run them: each block a
+// chunk of whole k blocks (about avx512::kWidenCols columns) at a time, widened to bf16 (exact)
+// into a per-thread buffer; body(part, c0, row0, scales): `part` the chunk as one bf16 block,
+// c0 its first column, row0 the block's first row, `scales` the row scales of its first k block.
+template <typename Body>
+void for_each_widened_fp8_chunk(const PackedWeight& w, int64_t b0, int64_t b1, const Body& body) {
+  const int64_t nkb = w.k_pad / w.k_block;
+  const int64_t chunk_cols = w.k_block * std::max<int64_t>(1, avx512::kWidenCols / w.k_block);
+  thread_local std::vector<uint16_t> chunk;  // only grows: no allocation in steady state
+  chunk.resize(static_cast<size_t>(chunk_cols * kRowBlock));
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t row0 = b * kRowBlock;
+    for (int64_t c0 = 0; c0 < w.k_pad; c0 += chunk_cols) {
+      const int64_t c1 = std::min(w.k_pad, c0 + chunk_cols);
+      avx2::dequantize_block_bf16(w, b, c0, c1, chunk.data());
+      const PackedWeight part{tensor::DType::kBF16, std::min(kRowBlock, w.n - row0), c1 - c0, 1,
+                              chunk.data()};
+      body(part, c0, row0, w.scales + (b * nkb + c0 / w.k_block) * kRowBlock);
+    }
+  }
+}
 namespace amx {
 // Rows of x from which products run on the tiles: fewer would be padded to 32 rows, and the FMA
 // kernels already read each weight once for them.
