@@ -7,8 +7,8 @@
 // this doubles the multiply-add rate; on the Intel AVX-512 BF16 Xeon it did not pay
 // (linear_avx512.cpp), so it runs on AMD only (cpu_features.h). Each lane adds k + 1's product,
 // then k's, each rounded as an FMA would be (measured equal bit for bit to that pair of FMAs on Zen
-// 5, 3.2M random lanes): the exact sum order of the FMA kernels is not kept, only a per-dot-product
-// summation order change.
+// 5, 3.2M random lanes), where the FMA kernels add k's first: the sums differ from theirs in the
+// last bits, by that order alone.
 #include <immintrin.h>
 
 #include <algorithm>
