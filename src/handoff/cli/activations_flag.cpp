@@ -8,8 +8,8 @@ void add_activations_flag(CLI::App& cmd, std::string& value) {
   cmd.add_option("--activations", value,
                  "Inputs of the bf16 / FP8 matrix products over more than 16 rows (prefill): "
                  "exact (f32; default) or bf16 (rounded, as GPU engines run: choices on near-ties "
-                 "may differ; faster only where oneDNN runs prefill, i.e. on AMX CPUs); decode "
-                 "stays exact; --dtype bf16 only")
+                 "may differ; faster on AMX CPUs and on AMD CPUs with AVX512_BF16, the same "
+                 "elsewhere); decode stays exact; --dtype bf16 only")
       ->check(CLI::IsMember({"bf16", "exact"}));
 }
 
