@@ -14,6 +14,7 @@
 #include <algorithm>
 
 #include "handoff/ops/linear_kernels.h"
+#include "handoff/ops/linear_lane_avx512.h"
 
 namespace handoff::ops::detail::avx512bf16 {
 
@@ -54,19 +55,10 @@ void tile(const PackedWeight& w, const uint16_t* xb, int64_t ldx, float* y, int6
   }
   for (int j = 0; j < NB; ++j) {
     const int64_t row0 = b * kRowBlock + j * kLane;
-    const int64_t valid = std::min<int64_t>(kLane, w.n - row0);
-    const __mmask16 mask = valid >= 16 ? __mmask16(0xffff) : __mmask16((1u << valid) - 1);
-    for (int i = 0; i < MR; ++i) {
-      __m512 r = acc[j][i];
-      const __m512 prev =
-          accumulate ? _mm512_maskz_loadu_ps(mask, y + i * ldy + row0) : _mm512_setzero_ps();
-      if constexpr (kScaled) {
-        r = _mm512_fmadd_ps(r, _mm512_maskz_loadu_ps(mask, scales + j * kLane), prev);
-      } else if (accumulate) {
-        r = _mm512_add_ps(r, prev);
-      }
-      _mm512_mask_storeu_ps(y + i * ldy + row0, mask, r);
-    }
+    const __mmask16 mask = lane_rows_mask(w, row0);
+    for (int i = 0; i < MR; ++i)
+      store_lane(y + i * ldy + row0, mask, acc[j][i], accumulate,
+                 kScaled ? scales + j * kLane : nullptr);
   }
 }
 
