@@ -197,8 +197,8 @@ struct LinearWeight::Impl {
   std::shared_ptr<const Prim> prim(int64_t m);
   // x as the small-M kernels take it: dense rows of k_pad floats, zero-padded (rounded to bf16
   // when asked); on AMX, where the tiles take the product (amx::kMinRowsBf16 / kMinRowsFp8),
-  // also its bf16 copies for them. Rounded x where
-  // vdpbf16ps pays (bf16_dot_products(); bf16 or FP8 weights) is only its bf16 rows, in xb.
+  // also its bf16 copies for them. Rounded x where vdpbf16ps pays (bf16_dot_products(); bf16 or
+  // FP8 weights) is only its bf16 rows, in xb.
   struct Staged {
     const float* x = nullptr;
     const uint16_t* xb = nullptr;  // AMX: split_bf16's `parts` copies; bf16_dot: x in bf16

@@ -47,8 +47,9 @@ class LinearSource {
 // changes the numbers; where bf16 tiles run prefill (the AMX tiles beyond 16 rows of bf16 weights
 // and 4 of FP8, oneDNN's bf16 matmul at the portable level) exact x is taken as hi + lo bf16
 // halves, twice the tiles' work, and rounded x as one bf16 product. Up to 16 rows (decode) they
-// stay exact. The count is the product's, so in a served step the decode rows that share it with a
-// prefill chunk are rounded too.
+// are never rounded (FP8 weights on the AMX tiles take them as hi + lo halves). The count is the
+// product's, so in a served step the decode rows that share it with a prefill chunk are rounded
+// too.
 enum class ActivationPrecision { kExact, kBf16 };
 
 // Up to this many rows of x (decode, batched decode) the hand-written kernels run: they read
