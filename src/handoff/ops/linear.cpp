@@ -196,9 +196,8 @@ struct LinearWeight::Impl {
 
   std::shared_ptr<const Prim> prim(int64_t m);
   // x as the small-M kernels take it: dense rows of k_pad floats, zero-padded (rounded to bf16
-  // when asked); on AMX, where the tiles take the product (amx::kMinRowsBf16 / kMinRowsFp8),
-  // also its bf16 copies for them. Rounded x where vdpbf16ps pays (bf16_dot_products(); bf16 or
-  // FP8 weights) is only its bf16 rows, in xb.
+  // when asked); on AMX beyond 4 rows also its bf16 copies for the tiles. Rounded x where vdpbf16ps
+  // pays (bf16_dot_products(); bf16 or FP8 weights) is only its bf16 rows, in xb.
   struct Staged {
     const float* x = nullptr;
     const uint16_t* xb = nullptr;  // AMX: split_bf16's `parts` copies; bf16_dot: x in bf16
@@ -253,9 +252,8 @@ LinearWeight::Impl::Staged LinearWeight::Impl::stage(const float* x, int64_t m, 
   const bool round = round_x && m > kSmallMMax;
   const bool fp8 = pw.dtype == DType::kF8E4M3;
   const int64_t kp = pw.k_pad, lead = pw.k_lead;
-  const bool tiles =
-      kernel_isa() >= Isa::kAmx && ((pw.dtype == DType::kBF16 && m >= detail::amx::kMinRowsBf16) ||
-                                    (fp8 && m >= detail::amx::kMinRowsFp8 && pw.k_block % 32 == 0));
+  const bool tiles = m >= detail::amx::kMinRows && kernel_isa() >= Isa::kAmx &&
+                     (pw.dtype == DType::kBF16 || (fp8 && pw.k_block % 32 == 0));
   if (kp == k && lead == 0 && !round && !tiles && (m == 1 || ldx == kp)) return {x, nullptr, 0, m};
   if (round && !tiles && bf16_dot_products()) {
     xb.resize(static_cast<size_t>(m * kp));
@@ -548,8 +546,8 @@ size_t LinearWeight::weight_bytes() const {
 // on AVX2 / AVX-512 CPUs without AMX: there the own FMA kernels, on exact f32 activations, ran
 // prefill shapes at ~3x oneDNN's bf16 matmul on hi + lo halves (and 1.7x it on rounded ones;
 // docs/performance.md), on one worker pool with no OpenMP team spinning beside a busy neighbour.
-// With AMX, bf16 prefill runs on the own AMX tiles (linear_amx.cpp), which ran the model's
-// prefill faster than oneDNN's AMX matmul on hi + lo halves (docs/performance.md).
+// With AMX, bf16 runs on the own AMX tiles (linear_amx.cpp), which ran the model's prefill
+// faster than oneDNN's AMX matmul on hi + lo halves (docs/performance.md).
 bool LinearWeight::small_m(int64_t m) const {
   return m <= kSmallMMax || row_independent_ || dtype_ == DType::kF8E4M3 ||
          (dtype_ == DType::kBF16 && kernel_isa() >= Isa::kAvx2) || !onednn_fast_matmul(dtype_);

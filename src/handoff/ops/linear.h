@@ -44,12 +44,11 @@ class LinearSource {
 // they are). kExact: as f32. kBf16: a product over more than 16 rows of x (prefill) rounds them
 // to bf16 first, as GPU engines do; the products stay exact in f32 and the sums f32. On AVX2 /
 // AVX-512 CPUs without AMX the FMA kernels run both modes at the same speed, so rounding only
-// changes the numbers; where bf16 tiles run prefill (the AMX tiles beyond 16 rows of bf16 weights
-// and 4 of FP8, oneDNN's bf16 matmul at the portable level) exact x is taken as hi + lo bf16
-// halves, twice the tiles' work, and rounded x as one bf16 product. Up to 16 rows (decode) they
-// are never rounded (FP8 weights on the AMX tiles take them as hi + lo halves). The count is the
-// product's, so in a served step the decode rows that share it with a prefill chunk are rounded
-// too.
+// changes the numbers; where bf16 tiles run (the AMX tiles beyond 4 rows, oneDNN's bf16 matmul
+// for prefill at the portable level) exact x is taken as hi + lo bf16 halves, twice the tiles'
+// work, and rounded x as one bf16 product. Up to 16 rows (decode) they are never rounded. The count
+// is the product's, so in a served step the decode rows that share it with a prefill chunk are
+// rounded too.
 enum class ActivationPrecision { kExact, kBf16 };
 
 // Up to this many rows of x (decode, batched decode) the hand-written kernels run: they read

@@ -5,8 +5,8 @@
 // contiguous (rows a power of two apart would share a few L1 sets): exact mode as hi = bf16(x)
 // and lo = bf16(x - hi), both multiplied into the same f32 tile (residual up to 2^-16 |x|),
 // rounded mode as hi only. FP8 sums each k block in f32 tiles, then acc (+)= sum · scale per row
-// in f32, as every FP8 path does; y is written once per 32 rows × 16 columns. Measured in
-// docs/performance.md.
+// in f32, as every FP8 path does; y is written once per pass (one or two 16-row groups) × 16
+// columns. Measured in docs/performance.md.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,7 +21,6 @@ namespace {
 constexpr int kTileRows = 16;  // rows of an A or C tile
 constexpr int kTileK = 32;     // bf16 per A tile row (64 bytes)
 constexpr int64_t kTileElems = kTileRows * kTileK;
-constexpr int64_t kGroupRows = 2 * kTileRows;      // rows of x per pass
 constexpr int64_t kPanelBytes = int64_t{1} << 20;  // widened weights per panel, in L2
 
 // Tiles: C[g][j] is tile 2g + j for 16-row group g of x (two per pass) and 16-row lane j of the
@@ -43,10 +42,12 @@ void configure_tiles() {
   _tile_loadconfig(&cfg);
 }
 
-// The four C tiles' rows of x (below m) and columns of the block (below `valid`) into y.
+// The C tiles of kGroups 16-row groups: their rows of x (below m) and columns of the block
+// (below `valid`) into y.
+template <int kGroups>
 void store_rows(const float (&c)[4][kTileRows][kLane], int64_t jp, int64_t valid, int64_t g0,
                 int64_t m, float* y, int64_t ldy) {
-  for (int t = 0; t < 4; ++t) {
+  for (int t = 0; t < 2 * kGroups; ++t) {
     const int64_t col = (2 * jp + (t & 1)) * kLane;
     const int64_t live = std::min<int64_t>(kLane, valid - col);
     if (live <= 0) continue;
@@ -58,15 +59,18 @@ void store_rows(const float (&c)[4][kTileRows][kLane], int64_t jp, int64_t valid
   }
 }
 
-// The four C tiles of rows [g0·16, g0·16 + 32) of x against lanes 2jp, 2jp + 1 of `block` (bf16,
+// The C tiles of rows [g0·16, (g0 + kGroups)·16) of x (one or two 16-row groups: a decode
+// batch of up to 16 rows is one, not padded to two) against lanes 2jp, 2jp + 1 of `block` (bf16,
 // [K/2][64][2]), summed over k steps [ks0, ks1), into c.
-template <int kParts>
+template <int kParts, int kGroups>
 void sum_tiles(const uint16_t* block, const uint16_t* xb, int64_t part_stride, int64_t steps,
                int64_t g0, int64_t jp, int64_t ks0, int64_t ks1, float (&c)[4][kTileRows][kLane]) {
   _tile_zero(0);
   _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  if constexpr (kGroups == 2) {
+    _tile_zero(2);
+    _tile_zero(3);
+  }
   for (int64_t ks = ks0; ks < ks1; ++ks) {
     // k pair p of lane j: element p·128 + 32·j (a pair row is 64 rows × 2 = 128 bf16).
     const uint16_t* b = block + ks * kTileK * kRowBlock + jp * 4 * kLane;
@@ -75,40 +79,44 @@ void sum_tiles(const uint16_t* block, const uint16_t* xb, int64_t part_stride, i
     for (int p = 0; p < kParts; ++p) {
       const uint16_t* a = xb + p * part_stride + (g0 * steps + ks) * kTileElems;
       _tile_loadd(4, a, 64);
-      _tile_loadd(5, a + steps * kTileElems, 64);
       _tile_dpbf16ps(0, 4, 6);
       _tile_dpbf16ps(1, 4, 7);
-      _tile_dpbf16ps(2, 5, 6);
-      _tile_dpbf16ps(3, 5, 7);
+      if constexpr (kGroups == 2) {
+        _tile_loadd(5, a + steps * kTileElems, 64);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
     }
   }
   _tile_stored(0, c[0], kLane * sizeof(float));
   _tile_stored(1, c[1], kLane * sizeof(float));
-  _tile_stored(2, c[2], kLane * sizeof(float));
-  _tile_stored(3, c[3], kLane * sizeof(float));
+  if constexpr (kGroups == 2) {
+    _tile_stored(2, c[2], kLane * sizeof(float));
+    _tile_stored(3, c[3], kLane * sizeof(float));
+  }
 }
 
-// Rows [g0·16, g0·16 + 32) of x against lanes 2jp, 2jp + 1 of one block (`valid` rows of 64)
+// Rows [g0·16, (g0 + kGroups)·16) of x against lanes 2jp, 2jp + 1 of one block (`valid` rows of 64)
 // over all of K; y points at the block's column 0. bf16 (`scales` null): the tiles sum all of K.
 // FP8 (`scales` the block's first k block's row scales): each k block is summed in the tiles,
 // then acc (+)= sum · scale in f32.
-template <int kParts>
+template <int kParts, int kGroups>
 void pass(const uint16_t* block, const uint16_t* xb, int64_t part_stride, int64_t steps, int64_t g0,
           int64_t jp, int64_t k_block, const float* scales, int64_t valid, int64_t m, float* y,
           int64_t ldy) {
   alignas(64) float c[4][kTileRows][kLane];
   if (scales == nullptr) {
-    sum_tiles<kParts>(block, xb, part_stride, steps, g0, jp, 0, steps, c);
-    store_rows(c, jp, valid, g0, m, y, ldy);
+    sum_tiles<kParts, kGroups>(block, xb, part_stride, steps, g0, jp, 0, steps, c);
+    store_rows<kGroups>(c, jp, valid, g0, m, y, ldy);
     return;
   }
   alignas(64) float acc[4][kTileRows][kLane];
   const int64_t steps_per_kb = k_block / kTileK;
   for (int64_t kb = 0; kb * steps_per_kb < steps; ++kb) {
-    sum_tiles<kParts>(block, xb, part_stride, steps, g0, jp, kb * steps_per_kb,
-                      (kb + 1) * steps_per_kb, c);
+    sum_tiles<kParts, kGroups>(block, xb, part_stride, steps, g0, jp, kb * steps_per_kb,
+                               (kb + 1) * steps_per_kb, c);
     const float* s = scales + kb * kRowBlock + jp * 2 * kLane;
-    for (int t = 0; t < 4; ++t) {
+    for (int t = 0; t < 2 * kGroups; ++t) {
       const __m512 sc = _mm512_loadu_ps(s + (t & 1) * kLane);
       for (int r = 0; r < kTileRows; ++r) {
         const __m512 v = _mm512_load_ps(c[t][r]);
@@ -117,12 +125,12 @@ void pass(const uint16_t* block, const uint16_t* xb, int64_t part_stride, int64_
       }
     }
   }
-  store_rows(acc, jp, valid, g0, m, y, ldy);
+  store_rows<kGroups>(acc, jp, valid, g0, m, y, ldy);
 }
 
 }  // namespace
 
-int64_t padded_rows(int64_t m) { return (m + kGroupRows - 1) / kGroupRows * kGroupRows; }
+int64_t padded_rows(int64_t m) { return (m + kTileRows - 1) / kTileRows * kTileRows; }
 
 // xb: [part][16-row group][k step of 32][16][32].
 void split_bf16(const float* x, int64_t m, int64_t k_pad, int parts, uint16_t* xb) {
@@ -178,13 +186,16 @@ void linear(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m, flo
         const int64_t row0 = b * kRowBlock, valid = std::min(kRowBlock, w.n - row0);
         const uint16_t* block = base + (b - p0) * block_elems;
         const float* scales = fp8 ? w.scales + b * nkb * kRowBlock : nullptr;
+        const bool two = g0 + 1 < groups;
         for (int64_t jp = 0; jp < 2 && 2 * jp * kLane < valid; ++jp) {
+          auto run = [&](auto kernel) {
+            kernel(block, xb, part_stride, steps, g0, jp, w.k_block, scales, valid, m, y + row0,
+                   ldy);
+          };
           if (parts == 2) {
-            pass<2>(block, xb, part_stride, steps, g0, jp, w.k_block, scales, valid, m, y + row0,
-                    ldy);
+            two ? run(pass<2, 2>) : run(pass<2, 1>);
           } else {
-            pass<1>(block, xb, part_stride, steps, g0, jp, w.k_block, scales, valid, m, y + row0,
-                    ldy);
+            two ? run(pass<1, 2>) : run(pass<1, 1>);
           }
         }
       }

@@ -24,7 +24,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "handoff/ops/linear.h"
 #include "handoff/tensor/dtype.h"
 
 namespace handoff::ops::detail {
@@ -155,16 +154,12 @@ void for_each_widened_fp8_chunk(const PackedWeight& w, int64_t b0, int64_t b1, c
   }
 }
 namespace amx {
-// Rows of x from which products run on the tiles: fewer would be padded to 32 rows, and the FMA
-// kernels already read each weight once for them. bf16 weights stay on the FMA kernels for every
-// decode batch (up to 16 rows): on a 2-core Xeon with AMX those streamed an 8192 x 8192 matrix
-// at 32.5 / 18.6 GB/s at 8 / 16 rows against the tiles' 17.3 / 14.5 (x as hi + lo halves), and
-// a 16-sequence decode step of bench-moe took 82-84 ms against 89-91 (docs/performance.md).
-// FP8 weights, widened to bf16 for the tiles, ran that step faster on the tiles (64-67 ms
-// against 71-72).
-inline constexpr int64_t kMinRowsFp8 = kFp8DirectRowsMax + 1;
-inline constexpr int64_t kMinRowsBf16 = kDecodeRowsMax + 1;
-// Rows of x the AMX kernels take per pass (x is zero-padded to a multiple of it).
+// Rows of x from which products run on the tiles: fewer would be padded to a 16-row tile, and the
+// FMA kernels already read each weight once for them. With one 16-row tile per pass (x as hi +
+// lo halves), 16 decode rows streamed bf16 weights at 1.3-2x the FMA kernels' rate on a 2-core
+// Xeon, 8 rows about level (docs/performance.md, "A Xeon with AMX").
+inline constexpr int64_t kMinRows = kFp8DirectRowsMax + 1;
+// Rows of x as the AMX kernels take them: zero-padded to whole 16-row tiles.
 int64_t padded_rows(int64_t m);
 // x ([m][k_pad] f32, as the SmallMKernels take it) to `parts` bf16 copies of padded_rows(m)
 // rows each at xb: 1 = bf16(x); 2 = hi = bf16(x), then lo = bf16(x - hi).
