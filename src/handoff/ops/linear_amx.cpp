@@ -23,8 +23,8 @@ constexpr int kTileK = 32;     // bf16 per A tile row (64 bytes)
 constexpr int64_t kTileElems = kTileRows * kTileK;
 constexpr int64_t kPanelBytes = int64_t{1} << 20;  // widened weights per panel, in L2
 
-// Tiles: C[g][j] is tile 2g + j for 16-row group g of x (two per pass) and 16-row lane j of the
-// weight block's lane pair; A[g] is tile 4 + g, B[j] tile 6 + j. All 16 rows × 64 bytes.
+// Tiles: C[g][j] is tile 2g + j for 16-row group g of x (one or two per pass) and 16-row lane j of
+// the weight block's lane pair; A[g] is tile 4 + g, B[j] tile 6 + j. All 16 rows × 64 bytes.
 struct alignas(64) TileConfig {
   uint8_t palette_id = 1;
   uint8_t start_row = 0;
