@@ -101,6 +101,8 @@ void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, 
 // FP8, any m; the same sums as the AVX2 kernels, bit for bit.
 void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                         int64_t b0, int64_t b1);
+// avx2::dequantize_block_bf16's contract and output, 32 codes to an instruction's 16-bit lanes.
+void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, uint16_t* out);
 }  // namespace avx512
 namespace avx512bf16 {
 // bf16 weights against x already rounded to bf16: xb is [m][k_pad] bf16, zero past K. Each
@@ -146,7 +148,7 @@ void for_each_widened_fp8_chunk(const PackedWeight& w, int64_t b0, int64_t b1, c
     const int64_t row0 = b * kRowBlock;
     for (int64_t c0 = 0; c0 < w.k_pad; c0 += chunk_cols) {
       const int64_t c1 = std::min(w.k_pad, c0 + chunk_cols);
-      avx2::dequantize_block_bf16(w, b, c0, c1, chunk.data());
+      avx512::dequantize_block_bf16(w, b, c0, c1, chunk.data());
       const PackedWeight part{tensor::DType::kBF16, std::min(kRowBlock, w.n - row0), c1 - c0, 1,
                               chunk.data()};
       body(part, c0, row0, w.scales + (b * nkb + c0 / w.k_block) * kRowBlock);
