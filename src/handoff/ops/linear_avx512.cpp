@@ -378,11 +378,13 @@ void direct(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t 
 
 }  // namespace
 
+namespace {
+
 // 32 e4m3 codes to their bf16 bits, in 16-bit lanes: from 8 up (a nonzero exponent field) the
 // magnitude's exponent and mantissa move up 4 bits and the exponent rebiases from 7 to 127; zero
 // and the subnormals m · 2^-9 (exponent field 0) come from a table of the 8 values; the sign
 // moves to bit 15. The two NaN codes come out as ±480, as on every other path.
-inline __m512i e4m3_to_bf16(const uint8_t* p) {
+__m512i e4m3_to_bf16(const uint8_t* p) {
   const __m512i small_values = _mm512_setr_epi32(0x3B000000, 0x3BC03B80, 0x3C203C00, 0x3C603C40, 0,
                                                  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
   const __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -409,6 +411,8 @@ struct PairIndex {
     }
   }
 };
+
+}  // namespace
 
 void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1,
                            uint16_t* out) {
