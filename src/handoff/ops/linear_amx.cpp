@@ -1,6 +1,6 @@
 // AMX kernels: bf16 and FP8 prefill on the bf16 tile unit. bf16 weights are read as packed;
 // for FP8 a panel of 64-row blocks (up to ~1 MiB) is widened to bf16 once per call (exact for
-// e4m3: avx512::dequantize_block_bf16, whose [K/2][64][2] layout is the pair-interleaved B operand
+// e4m3: avx2::dequantize_block_bf16, whose [K/2][64][2] layout is the pair-interleaved B operand
 // TDPBF16PS reads); x is converted once per call into tiles of 16 rows × 32 k, each 1 KiB
 // contiguous (rows a power of two apart would share a few L1 sets): exact mode as hi = bf16(x)
 // and lo = bf16(x - hi), both multiplied into the same f32 tile (residual up to 2^-16 |x|),
@@ -178,7 +178,7 @@ void linear(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m, flo
     const uint16_t* base = static_cast<const uint16_t*>(w.data) + p0 * block_elems;
     if (fp8) {
       for (int64_t b = p0; b < p1; ++b)
-        avx512::dequantize_block_bf16(w, b, 0, kp, widened.data() + (b - p0) * block_elems);
+        avx2::dequantize_block_bf16(w, b, 0, kp, widened.data() + (b - p0) * block_elems, true);
       base = widened.data();
     }
     for (int64_t g0 = 0; g0 < groups; g0 += 2)

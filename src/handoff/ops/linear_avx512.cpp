@@ -25,17 +25,6 @@ namespace handoff::ops::detail::avx512 {
 
 namespace {
 
-// FP8 decode reads one 64-byte line per k, a quarter of bf16's bytes per step, so the L1
-// prefetch alone kept too few lines in flight: 7.4 GB/s per thread from DRAM against bf16's 13.7
-// (BM_ExpertsFromDram, Intel AMX Xeon, 2026-12-02). A second prefetch, into L2 16 KiB ahead, took
-// it to 9-11 (2 threads: 17.8 -> 20-24 GB/s); 4 and 64 KiB ahead did less.
-constexpr int kFp8L2PrefetchBytes = 16384;
-// On AMD the FP8 decode tile instead takes one non-temporal prefetch this far ahead (see
-// Source): against the L1 + L2 pair, bf16 head aside, FP8 decode steps on bench-moe took
-// 1.14-1.21x less time at 8 KiB, 1.16-1.18x at 4, 1.08-1.10x at 2 and 1.10-1.15x at 16
-// (alternating blocks of 25 steps in one process, 2-core Zen 5, 2026-12-06).
-constexpr int kFp8NonTemporalPrefetchBytes = 8192;
-
 // Where a tile's weights come from. kL2: a K chunk an earlier row tile brought in. kMemory: the
 // first row tile of a chunk the later ones re-read from L2. kMemoryOnce: the only pass over
 // them (decode's M <= 4 over the whole K), which on AMD are prefetched non-temporally, so that
@@ -377,72 +366,6 @@ void direct(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t 
 }
 
 }  // namespace
-
-namespace {
-
-// 32 e4m3 codes to their bf16 bits, in 16-bit lanes: from 8 up (a nonzero exponent field) the
-// magnitude's exponent and mantissa move up 4 bits and the exponent rebiases from 7 to 127; zero
-// and the subnormals m · 2^-9 (exponent field 0) come from a table of the 8 values; the sign
-// moves to bit 15. The two NaN codes come out as ±480, as on every other path.
-__m512i e4m3_to_bf16(const uint8_t* p) {
-  const __m512i small_values = _mm512_setr_epi32(0x3B000000, 0x3BC03B80, 0x3C203C00, 0x3C603C40, 0,
-                                                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-  const __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  const __m512i normal =
-      _mm512_add_epi16(_mm512_and_si512(_mm512_slli_epi16(v, 4), _mm512_set1_epi16(0x7F0)),
-                       _mm512_set1_epi16(0x3C00));
-  const __mmask32 subnormal = _mm512_testn_epi16_mask(v, _mm512_set1_epi16(0x78));
-  // Index = the code's low 5 bits: the mantissa, with the exponent bits 0 in these lanes.
-  const __m512i magnitude = _mm512_mask_permutexvar_epi16(normal, subnormal, v, small_values);
-  return _mm512_or_si512(magnitude,
-                         _mm512_and_si512(_mm512_slli_epi16(v, 8), _mm512_set1_epi16(-32768)));
-}
-
-// Word 2j (2j + 1) of a 32-row half's pair output, for rows j in [first, first + 16): row j of k
-// (of k + 1) as a permutexvar index into [the half of k | the half of k + 1]. The packed layout
-// holds row 8r + i of a half in its byte 4i + r (avx2::widen32 reads it so).
-struct PairIndex {
-  alignas(64) uint16_t word[32];
-  constexpr explicit PairIndex(int first) : word{} {
-    for (int j = 0; j < 16; ++j) {
-      const int row = first + j, byte = 4 * (row % 8) + row / 8;
-      word[2 * j] = static_cast<uint16_t>(byte);
-      word[2 * j + 1] = static_cast<uint16_t>(32 + byte);
-    }
-  }
-};
-
-}  // namespace
-
-void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1,
-                           uint16_t* out) {
-  const auto* src = static_cast<const uint8_t*>(w.data) + b * w.k_pad * kRowBlock;
-  static constexpr PairIndex kFirst(0), kSecond(16);
-  const __m512i first = _mm512_load_si512(kFirst.word);
-  const __m512i second = _mm512_load_si512(kSecond.word);
-  // Each code is read once: prefetched as the FP8 decode tiles prefetch theirs. Without it the
-  // AMX tiles' widening waited on DRAM: 8192 x 8192 at 8 and 16 rows ran at 1.3-1.4x the GFLOP/s
-  // with it on a 2-core Xeon.
-  const bool non_temporal = cpu_is_amd();
-  for (int64_t k = c0; k < c1; k += 2) {
-    const uint8_t* p = src + k * kRowBlock;
-    uint16_t* o = out + (k - c0) * kRowBlock;
-    for (int l = 0; l < 2; ++l) {
-      const char* line = reinterpret_cast<const char*>(p + l * kRowBlock);
-      if (non_temporal) {
-        _mm_prefetch(line + kFp8NonTemporalPrefetchBytes, _MM_HINT_NTA);
-      } else {
-        _mm_prefetch(line + kPrefetchBytes, _MM_HINT_T0);
-        _mm_prefetch(line + kFp8L2PrefetchBytes, _MM_HINT_T1);
-      }
-    }
-    for (int h = 0; h < 2; ++h) {
-      const __m512i even = e4m3_to_bf16(p + h * 32), odd = e4m3_to_bf16(p + kRowBlock + h * 32);
-      _mm512_storeu_si512(o + h * 64, _mm512_permutex2var_epi16(even, first, odd));
-      _mm512_storeu_si512(o + h * 64 + 32, _mm512_permutex2var_epi16(even, second, odd));
-    }
-  }
-}
 
 void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                         int64_t b0, int64_t b1) {

@@ -93,6 +93,16 @@ inline constexpr int kPrefetchBytes = 1024;
 // 6-16 rows (a batched step's other products) 4 KiB in the first tile gave ~1.14x at M = 6,
 // ~1.05x at M = 8 and ~1.02x at M = 16 (medians, Zen 5, 2026-12-06, docs/performance.md).
 inline constexpr int kDecodePrefetchBytes = 4096;
+// FP8 decode reads one 64-byte line per k, a quarter of bf16's bytes per step, so the L1
+// prefetch alone kept too few lines in flight: 7.4 GB/s per thread from DRAM against bf16's 13.7
+// (BM_ExpertsFromDram, Intel AMX Xeon, 2026-12-02). A second prefetch, into L2 16 KiB ahead, took
+// it to 9-11 (2 threads: 17.8 -> 20-24 GB/s); 4 and 64 KiB ahead did less.
+inline constexpr int kFp8L2PrefetchBytes = 16384;
+// On AMD the FP8 decode tile instead takes one non-temporal prefetch this far ahead (see
+// Source): against the L1 + L2 pair, bf16 head aside, FP8 decode steps on bench-moe took
+// 1.14-1.21x less time at 8 KiB, 1.16-1.18x at 4, 1.08-1.10x at 2 and 1.10-1.15x at 16
+// (alternating blocks of 25 steps in one process, 2-core Zen 5, 2026-12-06).
+inline constexpr int kFp8NonTemporalPrefetchBytes = 8192;
 // FP8 prefill: columns per widened chunk (whole k blocks), 64 rows × 512 × 2 bytes = 64 KiB.
 inline constexpr int64_t kWidenCols = 512;
 // Any m (prefill too): rows of x beyond the first four re-read each block from L2.
@@ -101,8 +111,6 @@ void linear_small_m(const PackedWeight& w, const float* x, int64_t m, float* y, 
 // FP8, any m; the same sums as the AVX2 kernels, bit for bit.
 void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float* y, int64_t ldy,
                         int64_t b0, int64_t b1);
-// avx2::dequantize_block_bf16's contract and output, 32 codes to an instruction's 16-bit lanes.
-void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, uint16_t* out);
 }  // namespace avx512
 namespace avx512bf16 {
 // bf16 weights against x already rounded to bf16: xb is [m][k_pad] bf16, zero past K. Each
@@ -130,8 +138,12 @@ int64_t linear_tall_bf16_scaled(const PackedWeight& w, const float* x, int64_t l
                                 float* y, int64_t ldy, int64_t k_block, const float* scales,
                                 bool accumulate);
 // Columns [c0, c1) (even) of FP8 block b of w, unscaled, in the bf16 layout [K/2][64][2] at `out`
-// (e4m3 values are exact in bf16).
-void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, uint16_t* out);
+// (e4m3 values are exact in bf16). `prefetch`: the codes are prefetched as the AVX-512 FP8 decode
+// tiles prefetch theirs (their callers: the AMX tiles' panels and the AVX-512 prefill chunks),
+// which took the AMX tiles at 8 and 16 rows of an 8192 x 8192 FP8 matrix from DRAM to 1.3-1.4x
+// the GFLOP/s on a 2-core Xeon; without it the widening waited on DRAM.
+void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, uint16_t* out,
+                           bool prefetch = false);
 }  // namespace avx2
 
 // FP8 blocks [b0, b1) of w for prefill-sized x, as the AVX-512 paths run them: each block a
@@ -148,7 +160,7 @@ void for_each_widened_fp8_chunk(const PackedWeight& w, int64_t b0, int64_t b1, c
     const int64_t row0 = b * kRowBlock;
     for (int64_t c0 = 0; c0 < w.k_pad; c0 += chunk_cols) {
       const int64_t c1 = std::min(w.k_pad, c0 + chunk_cols);
-      avx512::dequantize_block_bf16(w, b, c0, c1, chunk.data());
+      avx2::dequantize_block_bf16(w, b, c0, c1, chunk.data(), true);
       const PackedWeight part{tensor::DType::kBF16, std::min(kRowBlock, w.n - row0), c1 - c0, 1,
                               chunk.data()};
       body(part, c0, row0, w.scales + (b * nkb + c0 / w.k_block) * kRowBlock);
