@@ -178,7 +178,7 @@ void linear(const PackedWeight& w, const uint16_t* xb, int parts, int64_t m, flo
     const uint16_t* base = static_cast<const uint16_t*>(w.data) + p0 * block_elems;
     if (fp8) {
       for (int64_t b = p0; b < p1; ++b)
-        avx2::dequantize_block_bf16(w, b, 0, kp, widened.data() + (b - p0) * block_elems, true);
+        avx2::dequantize_block_bf16(w, b, 0, kp, widened.data() + (b - p0) * block_elems);
       base = widened.data();
     }
     for (int64_t g0 = 0; g0 < groups; g0 += 2)

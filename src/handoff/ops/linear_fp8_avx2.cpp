@@ -139,16 +139,16 @@ void direct_rows(const PackedWeight& w, const float* x, int64_t ldx, int64_t i0,
 
 // Columns [c0, c1) (even) of block b, unscaled, in the bf16 layout [K/2][64][2] of the bf16
 // kernels: e4m3 values are exact in bf16 (the 2^-120 of widen32 undone by an exact multiply).
-void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, uint16_t* out,
-                           bool prefetch) {
+void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1,
+                           uint16_t* out) {
   const auto* src = static_cast<const uint8_t*>(w.data) + b * w.k_pad * kRowBlock;
   const __m256 unscale = _mm256_set1_ps(0x1p120f);
   const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
-  const bool non_temporal = prefetch && cpu_is_amd();
+  const bool non_temporal = cpu_is_amd();
   for (int64_t k = c0; k < c1; k += 2) {
     const uint8_t* p = src + k * kRowBlock;
     uint16_t* o = out + (k - c0) * kRowBlock;
-    for (int l = 0; prefetch && l < 2; ++l) {
+    for (int l = 0; l < 2; ++l) {
       const char* line = reinterpret_cast<const char*>(p + l * kRowBlock);
       if (non_temporal) {
         _mm_prefetch(line + avx512::kFp8NonTemporalPrefetchBytes, _MM_HINT_NTA);

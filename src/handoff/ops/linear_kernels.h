@@ -138,12 +138,11 @@ int64_t linear_tall_bf16_scaled(const PackedWeight& w, const float* x, int64_t l
                                 float* y, int64_t ldy, int64_t k_block, const float* scales,
                                 bool accumulate);
 // Columns [c0, c1) (even) of FP8 block b of w, unscaled, in the bf16 layout [K/2][64][2] at `out`
-// (e4m3 values are exact in bf16). `prefetch`: the codes are prefetched as the AVX-512 FP8 decode
-// tiles prefetch theirs (their callers: the AMX tiles' panels and the AVX-512 prefill chunks),
-// which took the AMX tiles at 8 and 16 rows of an 8192 x 8192 FP8 matrix from DRAM to 1.3-1.4x
-// the GFLOP/s on a 2-core Xeon; without it the widening waited on DRAM.
-void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, uint16_t* out,
-                           bool prefetch = false);
+// (e4m3 values are exact in bf16). The codes are prefetched as the AVX-512 FP8 decode tiles
+// prefetch theirs: that took the AMX tiles at 8 and 16 rows of an 8192 x 8192 FP8 matrix from
+// DRAM to 1.3-1.4x the GFLOP/s on a 2-core Xeon (without it the widening waited on DRAM); for
+// the AVX2 kernels' own chunks it changed nothing measurable (Zen 3, docs/performance.md).
+void dequantize_block_bf16(const PackedWeight& w, int64_t b, int64_t c0, int64_t c1, uint16_t* out);
 }  // namespace avx2
 
 // FP8 blocks [b0, b1) of w for prefill-sized x, as the AVX-512 paths run them: each block a
@@ -160,7 +159,7 @@ void for_each_widened_fp8_chunk(const PackedWeight& w, int64_t b0, int64_t b1, c
     const int64_t row0 = b * kRowBlock;
     for (int64_t c0 = 0; c0 < w.k_pad; c0 += chunk_cols) {
       const int64_t c1 = std::min(w.k_pad, c0 + chunk_cols);
-      avx2::dequantize_block_bf16(w, b, c0, c1, chunk.data(), true);
+      avx2::dequantize_block_bf16(w, b, c0, c1, chunk.data());
       const PackedWeight part{tensor::DType::kBF16, std::min(kRowBlock, w.n - row0), c1 - c0, 1,
                               chunk.data()};
       body(part, c0, row0, w.scales + (b * nkb + c0 / w.k_block) * kRowBlock);
