@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <span>
 #include <string>
@@ -181,9 +182,15 @@ int main(int argc, char** argv) {
       versus_ms.push_back(took_versus);
       ratios.push_back((batch / took) / (versus / took_versus));
     }
+    // The mean is what bench offline's TPOT and llama-bench's t/s average (the side-by-side
+    // table); the median holds still when a few steps are preempted.
+    const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
     const double median = median_of(ms);
-    fmt::print("depth {:>6}: {:7.2f} ms  {:6.2f} tok/s  (min {:.2f}, max {:.2f})\n", depth, median,
-               1000.0 * batch / median, ms.front(), ms.back());
+    fmt::print(
+        "depth {:>6}: {:7.2f} ms  {:6.2f} tok/s  (min {:.2f}, p90 {:.2f}, max {:.2f}; mean "
+        "{:.2f})\n",
+        depth, median, 1000.0 * batch / median, ms.front(), ms[ms.size() * 9 / 10], ms.back(),
+        mean);
     if (!shares.empty()) {
       const double share = median_of(shares);
       fmt::print(
