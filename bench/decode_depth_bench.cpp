@@ -185,7 +185,7 @@ int main(int argc, char** argv) {
     // The mean is what bench offline's TPOT and llama-bench's t/s average (the side-by-side
     // table); the median holds still when a few steps are preempted.
     const double mean = std::accumulate(ms.begin(), ms.end(), 0.0) / static_cast<double>(ms.size());
-    const double median = median_of(ms);
+    const double median = median_of(ms);  // sorts ms: min, p90 and max are read from it
     fmt::print(
         "depth {:>6}: {:7.2f} ms  {:6.2f} tok/s  (min {:.2f}, p90 {:.2f}, max {:.2f}; mean "
         "{:.2f})\n",
