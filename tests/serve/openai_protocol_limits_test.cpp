@@ -92,7 +92,8 @@ double seconds_of(F&& f) {
 TEST_F(OpenAiLimits, HugePromptIsRefusedBeforeTokenising) {
   const std::string huge(50u << 20, 'a');
   const std::string body = R"({"prompt":")" + huge + "\"}";
-  const double floor = seconds_of([&] { (void)nlohmann::json::parse(body); });
+  const double floor =
+      seconds_of([&] { [[maybe_unused]] const auto parsed = nlohmann::json::parse(body); });
   std::optional<ApiError> e;
   const double seconds = seconds_of([&] { e = error_of(Endpoint::kCompletions, body); });
   EXPECT_EQ(e->status, 400);

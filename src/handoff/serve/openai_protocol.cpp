@@ -84,25 +84,6 @@ void check_text_bytes(size_t bytes, const std::string& param, const ProtocolCont
     too_long(param, ctx, fmt::format("at least {} tokens ({} bytes)", at_least, bytes));
 }
 
-// The body as JSON, refusing nesting past kMaxJsonDepth while parsing (the parser itself
-// keeps its own stack, so it is safe at any depth).
-json parse_body(const std::string& text) {
-  const auto limit_depth = [](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth)
-      throw ApiError(400,
-                     fmt::format("the request JSON nests deeper than {} levels", kMaxJsonDepth), "",
-                     "invalid_json");
-    return true;
-  };
-  try {
-    return json::parse(text, limit_depth);
-  } catch (const json::exception& e) {
-    throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "",
-                   "invalid_json");
-  }
-}
-
 std::string message_text(const json& content, size_t i) {
   const std::string param = fmt::format("messages[{}].content", i);
   if (content.is_null()) return "";
@@ -158,10 +139,30 @@ nlohmann::json error_body(const ApiError& e) {
             {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
 }
 
+json parse_json_object(const std::string& text) {
+  // Nesting is refused while parsing: the parser keeps its own stack, so it is safe at any depth.
+  const auto limit_depth = [](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      throw ApiError(400,
+                     fmt::format("the request JSON nests deeper than {} levels", kMaxJsonDepth), "",
+                     "invalid_json");
+    return true;
+  };
+  json body;
+  try {
+    body = json::parse(text, limit_depth);
+  } catch (const json::exception& e) {
+    throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "",
+                   "invalid_json");
+  }
+  if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
+  return body;
+}
+
 ParsedRequest parse_request(Endpoint endpoint, const std::string& text,
                             const ProtocolContext& ctx) {
-  json body = parse_body(text);
-  if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
+  json body = parse_json_object(text);
   const bool chat = endpoint == Endpoint::kChat;
   for (const auto& [key, v] : body.items())
     if (!kCommon.count(key) && !(chat ? kChatOnly : kCompletionsOnly).count(key))

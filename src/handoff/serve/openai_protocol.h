@@ -60,6 +60,10 @@ inline constexpr size_t kMaxPrompts = 1024;
 // dump, the template's values) recurses per level, so deeper bodies are refused at parse time.
 inline constexpr int kMaxJsonDepth = 64;
 
+// A request body as a JSON object. Throws ApiError 400: invalid JSON or nesting deeper than
+// kMaxJsonDepth (code invalid_json), or a body that is not an object.
+nlohmann::json parse_json_object(const std::string& body);
+
 // Throws ApiError (400 bad parameter, 404 unknown model). A prompt longer than max_model_len
 // tokens is refused (400 context_length_exceeded) before it is tokenised when its bytes alone
 // prove it (see Tokenizer::max_bytes_per_token), and after otherwise.

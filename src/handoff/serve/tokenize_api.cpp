@@ -11,22 +11,6 @@ using nlohmann::json;
   throw ApiError(400, message, param, "invalid_value");
 }
 
-json parse_object(const std::string& text) {
-  // Nesting is bounded while parsing, as for the completion routes (later steps recurse).
-  const auto limit_depth = [](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
-        depth >= kMaxJsonDepth)
-      throw ApiError(400,
-                     fmt::format("the request JSON nests deeper than {} levels", kMaxJsonDepth), "",
-                     "invalid_json");
-    return true;
-  };
-  json body = json::parse(text, limit_depth, false);
-  if (body.is_discarded()) throw ApiError(400, "the body is not valid JSON", "", "invalid_json");
-  if (!body.is_object()) throw ApiError(400, "the body must be a JSON object");
-  return body;
-}
-
 void check_keys(const json& body, const std::set<std::string>& allowed) {
   for (const auto& [key, v] : body.items())
     if (!allowed.count(key))
@@ -52,7 +36,7 @@ bool flag(const json& body, const char* key, bool fallback) {
 }  // namespace
 
 nlohmann::json tokenize(const std::string& text, const ProtocolContext& ctx) {
-  json body = parse_object(text);
+  json body = parse_json_object(text);
   if (ctx.tokenizer == nullptr) throw ApiError(400, "this model has no tokenizer");
   const bool chat = body.contains("messages");
   if (chat && body.contains("prompt")) bad("prompt", "send either 'prompt' or 'messages'");
@@ -88,7 +72,7 @@ nlohmann::json tokenize(const std::string& text, const ProtocolContext& ctx) {
 }
 
 nlohmann::json detokenize(const std::string& text, const ProtocolContext& ctx) {
-  const json body = parse_object(text);
+  const json body = parse_json_object(text);
   check_keys(body, {"model", "tokens"});
   check_model(body, ctx);
   if (ctx.tokenizer == nullptr) throw ApiError(400, "this model has no tokenizer");
