@@ -283,7 +283,10 @@ void run_generate(const GenerateArgs& args) {
           }
           mine.push_back(generator.run(prompts[i], o, sampler,
                                        forced.empty() ? std::vector<int32_t>{} : forced[i]));
-          if (prints_text) fmt::print("{}\n", decoder->flush());
+          if (prints_text) {
+            fmt::print("{}\n", decoder->flush());
+            std::fflush(stdout);  // the line ends before the next log line on stderr
+          }
         }
         // A rank records the layers of its own stage: the reporter collects the others'.
         if (options.record && popts.pp > 1) gather_stage_traces(comm, plan, root, mine);
