@@ -38,9 +38,11 @@ TEST(ServeObservability, RequestLinesStatsLinesAndLevels) {
   // Every log line is timestamped (the listening line is the launcher's, on purpose bare).
   const std::regex line(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR) .*)");
   std::istringstream in(log);
-  for (std::string l; std::getline(in, l);)
-    if (l.rfind("listening on", 0) != 0)
+  for (std::string l; std::getline(in, l);) {
+    if (l.rfind("listening on", 0) != 0) {
       EXPECT_TRUE(std::regex_match(l, line)) << "untimestamped: " << l;
+    }
+  }
   EXPECT_TRUE(std::regex_search(
       log,
       std::regex(

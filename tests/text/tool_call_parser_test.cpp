@@ -55,7 +55,7 @@ struct ParserSetup {
   ToolCallFormat tools = ToolCallFormat::kNone;
   ReasoningFormat reasoning = ReasoningFormat::kNone;
   bool starts_in_reasoning = false;
-  nlohmann::json tool_defs;
+  nlohmann::json tool_defs = nullptr;
 };
 
 ChatOutputParser make(const ParserSetup& s) {

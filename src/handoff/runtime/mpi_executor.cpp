@@ -1,6 +1,7 @@
 #include "handoff/runtime/mpi_executor.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <thread>
 
 #include "handoff/error.h"
@@ -117,6 +118,9 @@ void fail_worker_rank(comm::Communicator& comm, const std::exception& error) {
   // Rank 0 answers its clients, then ends the job; should it not, this rank does.
   std::this_thread::sleep_for(comm.timeout());
   comm.abort(error.what());
+  // MPI's abort ends the job and does not return; should a backend's return, this rank still
+  // must not go on serving.
+  std::abort();
 }
 
 void run_mpi_worker(comm::Communicator& comm, Worker& worker) {
