@@ -33,7 +33,13 @@ __attribute__((target("avx512f"))) inline float sum_avx512(const float* p, int64
     a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
     a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
   }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  // Summed through memory: GCC 12's _mm512_reduce_add_ps sets off a false -Wuninitialized
+  // (GCC bug 105593); the sum only keeps the loads from being optimised away.
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+  float s = 0;
+  for (float v : lanes) s += v;
+  return s;
 }
 #endif
 
