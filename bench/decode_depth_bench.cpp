@@ -20,6 +20,7 @@
 // minutes, so a reading seconds away from the steps it is set against says little.
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -55,55 +56,43 @@ void fill_random(PagedCache& cache, int64_t tokens) {
     }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc < 2) {
-    fmt::print(stderr,
-               "usage: {} MODEL_DIR [--depth N ...] [--threads T] [--steps S] [--batch B] "
-               "[--versus B2] [--quantize fp8] [--roofline N]\n",
-               argv[0]);
-    return 2;
-  }
-  const std::string dir = argv[1];
-  std::vector<int64_t> depths;
+int run(int argc, char** argv) {
+  CLI::App app{"One decode step at a chosen context depth, over a cache of random rows"};
+  std::string dir;
+  std::vector<int64_t> depths{512, 32768, 65536};
   int threads = 2, steps = 16, batch = 1, versus = 0, roofline = 0;
-  bool fp8 = false;
-  for (int i = 2; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag == "--depth")
-      depths.push_back(std::stoll(argv[i + 1]));
-    else if (flag == "--threads")
-      threads = std::stoi(argv[i + 1]);
-    else if (flag == "--steps")
-      steps = std::stoi(argv[i + 1]);
-    else if (flag == "--batch")
-      batch = std::stoi(argv[i + 1]);
-    else if (flag == "--versus")
-      versus = std::stoi(argv[i + 1]);
-    else if (flag == "--roofline")
-      roofline = std::stoi(argv[i + 1]);
-    else if (flag == "--quantize") {
-      if (std::string(argv[i + 1]) != "fp8") {
-        fmt::print(stderr, "--quantize takes fp8, got {}\n", argv[i + 1]);
-        return 2;
-      }
-      fp8 = true;
-    } else {
-      fmt::print(stderr, "unknown flag {}\n", flag);
-      return 2;
-    }
+  std::string quantize;
+  app.add_option("model", dir, "Model folder (config.json + safetensors)")->required();
+  // Ranges rather than CLI::PositiveNumber, whose message for a non-number prints a 300-digit
+  // bound.
+  const CLI::Range positive(1, 1 << 20), non_negative(0, 1 << 20);
+  app.add_option("--depth", depths, "Context depths to step at (repeatable)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  app.add_option("--threads", threads, "Threads")->check(positive);
+  app.add_option("--steps", steps, "Steps timed per depth")->check(positive);
+  app.add_option("--batch", batch, "Sequences per step")->check(positive);
+  app.add_option("--versus", versus,
+                 "Alternate each step with one of the first B2 sequences (0: none)")
+      ->check(non_negative);
+  app.add_option("--quantize", quantize, "Quantise the matrices at load")
+      ->check(CLI::IsMember({"fp8"}));
+  app.add_option("--roofline", roofline,
+                 "Read the bandwidth before the steps and after every N of them (batch 1)")
+      ->check(non_negative);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help, or a usage error (as the handoff CLI exits)
   }
-  if (depths.empty()) depths = {512, 32768, 65536};
-  if (versus < 0 || versus > batch) {
+  if (versus > batch) {
     fmt::print(stderr, "--versus takes 1 to --batch ({}), or 0 for none; got {}\n", batch, versus);
     return 2;
   }
-  if (roofline < 0 || (roofline > 0 && batch != 1)) {
-    fmt::print(stderr, "--roofline takes a block of steps (1 or more) at --batch 1; got {}\n",
-               roofline);
+  if (roofline > 0 && batch != 1) {
+    fmt::print(stderr, "--roofline needs --batch 1; got --batch {}\n", batch);
     return 2;
   }
+  const bool fp8 = quantize == "fp8";
   handoff::tensor::set_num_threads(threads);
 
   handoff::model::LoadOptions options;
@@ -209,4 +198,15 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "decode_depth_bench: {}\n", e.what());
+    return 1;
+  }
 }
