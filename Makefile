@@ -4,7 +4,7 @@ JOBS ?= $(shell nproc)
 HANDOFF := $(BUILD_DIR)/bin/handoff
 DEMO_MODEL := models/default
 
-.PHONY: deps npm-deps configure build demo serve test clean fuzz
+.PHONY: deps npm-deps configure build demo serve test clean fuzz fuzz-build fuzz-seeds
 
 deps:
 	@./scripts/install_deps.sh
@@ -49,11 +49,14 @@ FUZZ_TIMEOUT ?= 10
 FUZZ_RSS_MB ?= 4096
 FUZZ_TARGETS := safetensors tokenizer chat_template openai_request
 
-fuzz: deps npm-deps
+# The targets built, with clang's sanitizer runtimes and libomp installed when missing.
+fuzz-build: deps npm-deps
 	@./scripts/install_deps.sh clang libclang-rt-14-dev libomp-14-dev
 	@cmake -S . -B $(FUZZ_DIR) -DHANDOFF_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang >/dev/null
 	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target fuzz_targets
+
+fuzz: fuzz-build
 	@mkdir -p $(FUZZ_DIR)/artifacts
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
@@ -64,6 +67,17 @@ fuzz: deps npm-deps
 	    -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t- $(FUZZ_DIR)/corpus/$$t tests/fuzz/corpus/$$t \
 	    2>$(FUZZ_DIR)/$$t.log || { tail -n 60 $(FUZZ_DIR)/$$t.log; exit 1; }; \
 	  grep -E "^(#[0-9]+.*DONE|stat::)" $(FUZZ_DIR)/$$t.log | tr '\n' ' '; echo; \
+	done
+
+# Each target once over its committed seeds, no new inputs (-runs=0), so the result does not
+# depend on luck: CI's check that the targets still build and link (their source list in
+# cmake/fuzz.cmake is a selection that a new dependency can break) and that no seed fails.
+fuzz-seeds: fuzz-build
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  $(FUZZ_DIR)/bin/$${t}_fuzz -runs=0 -timeout=$(FUZZ_TIMEOUT) -rss_limit_mb=$(FUZZ_RSS_MB) \
+	    tests/fuzz/corpus/$$t 2>$(FUZZ_DIR)/$$t-seeds.log \
+	    || { tail -n 60 $(FUZZ_DIR)/$$t-seeds.log; exit 1; }; \
+	  echo "fuzz seeds: $$t: $$(ls tests/fuzz/corpus/$$t | wc -l) inputs pass"; \
 	done
 
 # On demand, not in .ci/run: the whole suite under ASan + UBSan, then the tests that stay out of
