@@ -92,7 +92,7 @@ test-sanitize: test-asan test-tsan
 
 test-asan: deps npm-deps
 	@cmake -S . -B $(ASAN_DIR) -DHANDOFF_SANITIZE=address $(SANITIZE_CMAKE) >/dev/null
-	@cmake --build $(ASAN_DIR) -j $(JOBS) --target handoff handoff_tests handoff_mpi_selftest
+	@cmake --build $(ASAN_DIR) -j $(JOBS) --target handoff handoff_tests handoff_mpi_selftest handoff_mpi_accounting
 	@cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS)
 
 test-tsan: deps

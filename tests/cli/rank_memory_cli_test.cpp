@@ -25,6 +25,12 @@ std::map<int, double> peaks(const std::string& output) {
 }
 
 TEST(RankMemoryCli, EachRankHoldsOnlyItsPart) {
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan's shadow memory and quarantine add a fixed ~100 MiB or more to every process's peak, so
+  // four processes' shares of the weights no longer dominate what they hold (make test-asan
+  // measured 381-419 MiB a rank against a 372 MiB bound, 2026-12-07).
+  GTEST_SKIP() << "peak resident memory is not the weights' under AddressSanitizer";
+#endif
   const auto dir = std::filesystem::temp_directory_path() / "handoff_rank_memory_test";
   std::filesystem::remove_all(dir);
   const std::string model = (dir / "demo").string();
