@@ -67,7 +67,8 @@ int run(int argc, char** argv) {
   // bound.
   const CLI::Range positive(1, 1 << 20), non_negative(0, 1 << 20);
   app.add_option("--depth", depths, "Context depths to step at (repeatable)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24))
+      ->allow_extra_args(false);  // one value per --depth, so the model path may follow it
   app.add_option("--threads", threads, "Threads")->check(positive);
   app.add_option("--steps", steps, "Steps timed per depth")->check(positive);
   app.add_option("--batch", batch, "Sequences per step")->check(positive);
