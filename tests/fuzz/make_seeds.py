@@ -124,8 +124,69 @@ def safetensors_seeds():
             write("safetensors", f"{model}_{kind}", config.encode() + b"\0" + data)
 
 
+def chat_output_seeds():
+    """Byte 0 picks the parsers (format + 5 * reasoning + 15 * starts-in-reasoning; formats: none,
+    deepseek_v3, deepseek_v31, deepseek_v32, glm45; reasoning: none, deepseek_r1, glm45), byte 1
+    the cut."""
+    v3 = ("Let me check.\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+          "```json\n{\"city\": \"Paris\", \"days\": 3}\n```<｜tool▁call▁end｜><｜tool▁call▁begin｜>"
+          "function<｜tool▁sep｜>run\n```json\n{\"flags\": [\"-v\"]}\n```<｜tool▁call▁end｜>"
+          "<｜tool▁calls▁end｜>")
+    v31 = ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"東京\"}"
+           "<｜tool▁call▁end｜><｜tool▁calls▁end｜>done")
+    dsml = ("Checking.<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+            "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
+            "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"
+            "</｜DSML｜invoke>\n</｜DSML｜function_calls>")
+    glm = ("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+           "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>"
+           "<tool_call>run<arg_key>flags</arg_key><arg_value>[\"-v\"]</arg_value></tool_call>")
+    think = "<think>The user wants the weather.</think>\n\n"
+    seeds = {
+        "none": (0, "Hello there! <think>not a tag here</think>"),
+        "v3": (1, v3),
+        "v31": (2, v31),
+        "dsml": (3, dsml),
+        "glm": (4, glm),
+        "r1_v3": (1 + 5, think + v3),
+        "glm_think_glm": (4 + 10, think + glm),
+        "in_reasoning_dsml": (3 + 5 + 15, "still thinking</think>" + dsml),
+        "in_reasoning_cut": (2 + 5 + 15, "thinking <tool_call> inside" + v31[:60]),
+        "v3_cut": (1, v3[:150]),
+        "dsml_bad_kind": (3, dsml.replace("string=\"false\"", "string=\"maybe\"")),
+    }
+    for i, (name, (setup, text)) in enumerate(seeds.items()):
+        write("chat_output", name, bytes([setup, (17 * i + 3) % 256]) + text.encode())
+
+
+def http_request_seeds():
+    """Byte 0 picks the cut; the rest is what one connection receives."""
+    body = json.dumps({"messages": [{"role": "user", "content": "Hello!"}], "max_tokens": 4})
+    post = ("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\n"
+            "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+    chunked = ("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+               "5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\nTrailer: t\r\n\r\n")
+    seeds = {
+        "get": "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n",
+        "post": post,
+        "chunked": chunked,
+        "pipelined": "\r\nGET /v1/models?x=1 HTTP/1.1\r\n\r\n" + post + "GET /metrics HTTP/1.0\r\n\r\n",
+        "expect": ("POST /tokenize HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 9\r\n"
+                   "Connection: keep-alive, Upgrade\r\n\r\n{\"a\": 1}\n"),
+        "close": "GET / HTTP/1.1\nConnection: close\n\nGET / HTTP/1.1\n\n",
+        "bare_lf_chunked": "POST /x HTTP/1.1\nTransfer-Encoding: chunked\n\n3\nabc\n0\n\n",
+        "smuggle": "POST / HTTP/1.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        "too_large": "POST / HTTP/1.1\r\nContent-Length: 99999\r\n\r\n",
+        "http2": "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+    }
+    for i, (name, stream) in enumerate(seeds.items()):
+        write("http_request", name, bytes([(29 * i + 5) % 256]) + stream.encode())
+
+
 if __name__ == "__main__":
     tokenizer_seeds()
     chat_template_seeds()
     request_seeds()
     safetensors_seeds()
+    chat_output_seeds()
+    http_request_seeds()
