@@ -47,7 +47,8 @@ FUZZ_DIR ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TIMEOUT ?= 10
 FUZZ_RSS_MB ?= 4096
-FUZZ_TARGETS := safetensors tokenizer chat_template openai_request chat_output http_request
+FUZZ_TARGETS := safetensors tokenizer chat_template openai_request chat_output http_request \
+  tool_call_grammar
 
 # The targets built, with clang's sanitizer runtimes and libomp installed when missing.
 fuzz-build: deps npm-deps

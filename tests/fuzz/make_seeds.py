@@ -124,6 +124,9 @@ def safetensors_seeds():
             write("safetensors", f"{model}_{kind}", config.encode() + b"\0" + data)
 
 
+CALLS = {}
+
+
 def chat_output_seeds():
     """Byte 0 picks the parsers (format + 5 * reasoning + 15 * starts-in-reasoning; formats: none,
     deepseek_v3, deepseek_v31, deepseek_v32, glm45; reasoning: none, deepseek_r1, glm45), byte 1
@@ -141,6 +144,7 @@ def chat_output_seeds():
     glm = ("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
            "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>"
            "<tool_call>run<arg_key>flags</arg_key><arg_value>[\"-v\"]</arg_value></tool_call>")
+    CALLS.update(deepseek_v3=v3, deepseek_v31=v31, deepseek_v32=dsml, glm45=glm)
     think = "<think>The user wants the weather.</think>\n\n"
     seeds = {
         "none": (0, "Hello there! <think>not a tag here</think>"),
@@ -157,6 +161,18 @@ def chat_output_seeds():
     }
     for i, (name, (setup, text)) in enumerate(seeds.items()):
         write("chat_output", name, bytes([setup, (17 * i + 3) % 256]) + text.encode())
+
+
+def tool_call_grammar_seeds():
+    """Byte 0: format (deepseek_v3, deepseek_v31, deepseek_v32, glm45) + 4 * opened-thinking;
+    then the names, a NUL and the walk (chat_output_seeds's calls)."""
+    names = "get_weather,get,get_time,run-it"
+    for f, (format_name, call) in enumerate(CALLS.items()):
+        for thinking in (0, 1):
+            walk = ("</think>" if thinking else "") + call[call.find("<"):]
+            write("tool_call_grammar", f"{format_name}_{thinking}",
+                  bytes([f + 4 * thinking]) + names.encode() + b"\0" + walk.encode())
+    write("tool_call_grammar", "one_name", bytes([2]) + b"f\0" + b"\xff" * 40)
 
 
 def http_request_seeds():
@@ -189,4 +205,5 @@ if __name__ == "__main__":
     request_seeds()
     safetensors_seeds()
     chat_output_seeds()
+    tool_call_grammar_seeds()
     http_request_seeds()
