@@ -19,7 +19,7 @@ set(HANDOFF_SANITIZERS -fsanitize=address,undefined -fno-sanitize-recover=all
 # called by a target and takes many minutes per file under the sanitizers, so it is left out.
 set(HANDOFF_FUZZ_CORE_SOURCES ${HANDOFF_SOURCES})
 list(FILTER HANDOFF_FUZZ_CORE_SOURCES INCLUDE REGEX
-  "src/handoff/(log|text/.*|tensor/.*|serve/(openai_protocol|chat_output|tool_request|http_request_parser)|engine/request|model/(safetensors|config|checkpoint|checkpoint_layout))\\.cpp$")
+  "src/handoff/(log|text/.*|tensor/.*|serve/(openai_protocol|chat_output|tool_request|tokenize_api|http_request_parser)|engine/request|model/(safetensors|config|checkpoint|checkpoint_layout))\\.cpp$")
 add_library(handoff_fuzz_core STATIC ${HANDOFF_FUZZ_CORE_SOURCES})
 target_include_directories(handoff_fuzz_core PUBLIC src)
 target_link_libraries(handoff_fuzz_core PUBLIC OpenMP::OpenMP_CXX fmt::fmt

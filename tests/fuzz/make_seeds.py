@@ -104,6 +104,16 @@ def request_seeds():
         write("openai_request", f"chat{i}", "1" + json.dumps(body, ensure_ascii=False))
     for i, body in enumerate(completions):
         write("openai_request", f"completions{i}", "0" + json.dumps(body, ensure_ascii=False))
+    tokenize = [
+        {"prompt": "Hello, world! 你好"},
+        {"model": "default", "prompt": "x", "add_special_tokens": False, "return_token_strs": True},
+        {"messages": chat[3]["messages"], "tools": chat[3]["tools"], "add_generation_prompt": True,
+         "chat_template_kwargs": {"thinking": True}, "return_token_strs": True},
+    ]
+    for i, body in enumerate(tokenize):
+        write("openai_request", f"tokenize{i}", "2" + json.dumps(body, ensure_ascii=False))
+    for i, body in enumerate([{"tokens": [0, 100, 2000, 30000]}, {"model": "default", "tokens": []}]):
+        write("openai_request", f"detokenize{i}", "3" + json.dumps(body))
 
 
 def safetensors_seeds():

@@ -1,11 +1,13 @@
 // Fuzzes the OpenAI request parser with the real DeepSeek-V3 tokenizer and chat template: the
-// first byte picks the endpoint, the rest is the body. A body must parse into a request or be
-// refused with an ApiError; a parsed one is answered with a response, a stream chunk and a
-// usage chunk, as the server would.
+// first byte picks the endpoint (mod 4: completions, chat, vLLM's /tokenize, /detokenize), the
+// rest is the body. A body must parse into a request or be refused with an ApiError; a parsed
+// completion or chat request is answered with a response, a stream chunk and a usage chunk, as
+// the server would, and a tokenize answer's count is its number of tokens.
 #include <memory>
 
 #include "fuzz_support.h"
 #include "handoff/serve/openai_protocol.h"
+#include "handoff/serve/tokenize_api.h"
 
 namespace {
 
@@ -42,12 +44,23 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
+  const int route = data[0] % 4;
   const auto endpoint =
-      data[0] & 1 ? handoff::serve::Endpoint::kChat : handoff::serve::Endpoint::kCompletions;
+      route == 1 ? handoff::serve::Endpoint::kChat : handoff::serve::Endpoint::kCompletions;
   const std::string body(reinterpret_cast<const char*>(data) + 1, size - 1);
   const ProtocolContext& ctx = model().ctx;
   handoff::serve::ParsedRequest parsed;
   try {
+    if (route == 2) {
+      const auto answer = handoff::serve::tokenize(body, ctx);
+      if (answer.at("count") != answer.at("tokens").size()) std::abort();
+      (void)handoff::serve::to_text(answer);
+      return 0;
+    }
+    if (route == 3) {
+      (void)handoff::serve::to_text(handoff::serve::detokenize(body, ctx));
+      return 0;
+    }
     parsed = handoff::serve::parse_request(endpoint, body, ctx);
   } catch (const handoff::serve::ApiError& e) {
     if (e.status != 400 && e.status != 404) std::abort();
