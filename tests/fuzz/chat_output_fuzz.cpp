@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "handoff/text/chat_output_parser.h"
 
 namespace {
@@ -97,19 +98,10 @@ void expect_same(const Result& got, const Result& want) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   const uint8_t setup = data[0];
-  uint32_t cut = data[1];
+  const uint32_t cut = data[1];
   const std::string_view text(reinterpret_cast<const char*>(data) + 2, size - 2);
   const Result whole = parse(setup, {text});
-  std::vector<std::string_view> bytes, pieces;
-  for (size_t i = 0; i < text.size(); ++i) bytes.push_back(text.substr(i, 1));
-  expect_same(parse(setup, bytes), whole);
-  // Pieces of 1 to 32 bytes from a small linear congruential sequence seeded by the cut byte.
-  for (size_t at = 0; at < text.size();) {
-    cut = cut * 1103515245u + 12345u;
-    const size_t n = 1 + (cut >> 16) % 32;
-    pieces.push_back(text.substr(at, n));
-    at += n;
-  }
-  expect_same(parse(setup, pieces), whole);
+  expect_same(parse(setup, handoff::fuzz::bytes_of(text)), whole);
+  expect_same(parse(setup, handoff::fuzz::pieces_of(text, cut, 32)), whole);
   return 0;
 }

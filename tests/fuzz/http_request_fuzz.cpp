@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fuzz_support.h"
 #include "handoff/serve/http_request_parser.h"
 
 namespace {
@@ -79,19 +80,10 @@ std::vector<Outcome> parse(const std::vector<std::string_view>& pieces) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  uint32_t cut = data[0];
+  const uint32_t cut = data[0];
   const std::string_view stream(reinterpret_cast<const char*>(data) + 1, size - 1);
   const auto whole = parse({stream});
-  std::vector<std::string_view> bytes, pieces;
-  for (size_t i = 0; i < stream.size(); ++i) bytes.push_back(stream.substr(i, 1));
-  if (parse(bytes) != whole) std::abort();
-  // Pieces of 1 to 64 bytes from a small linear congruential sequence seeded by the cut byte.
-  for (size_t at = 0; at < stream.size();) {
-    cut = cut * 1103515245u + 12345u;
-    const size_t n = 1 + (cut >> 16) % 64;
-    pieces.push_back(stream.substr(at, n));
-    at += n;
-  }
-  if (parse(pieces) != whole) std::abort();
+  if (parse(handoff::fuzz::bytes_of(stream)) != whole) std::abort();
+  if (parse(handoff::fuzz::pieces_of(stream, cut, 64)) != whole) std::abort();
   return 0;
 }
