@@ -52,6 +52,10 @@ def chat_template_seeds():
     convs = [l for l in (TESTS / "data/templates/conversations.jsonl").read_text().splitlines() if l]
     for i, conv in enumerate(convs):
         write("chat_template", f"deepseek_v3_{i:02d}", dsv3 + "\0" + conv)
+    # The other real templates the tests hold, each with every fifth conversation.
+    for path in sorted((TESTS / "data/templates").glob("*/chat_template.jinja")):
+        for i, conv in enumerate(convs[::5]):
+            write("chat_template", f"{path.parent.name}_{i:02d}", path.read_text() + "\0" + conv)
     small = {
         "loops": "{% for m in messages %}{{ loop.index }}:{{ m.role }}={{ m['content'] | trim }}"
                  "{% if not loop.last %}, {% endif %}{% endfor %}",
