@@ -138,40 +138,40 @@ def safetensors_seeds():
             write("safetensors", f"{model}_{kind}", config.encode() + b"\0" + data)
 
 
-CALLS = {}
+# One tool-call text per format, for the output parsers and the forced-call grammar.
+CALL_V3 = ("Let me check.\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
+           "```json\n{\"city\": \"Paris\", \"days\": 3}\n```<｜tool▁call▁end｜><｜tool▁call▁begin｜>"
+           "function<｜tool▁sep｜>run\n```json\n{\"flags\": [\"-v\"]}\n```<｜tool▁call▁end｜>"
+           "<｜tool▁calls▁end｜>")
+CALL_V31 = ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"東京\"}"
+            "<｜tool▁call▁end｜><｜tool▁calls▁end｜>done")
+CALL_DSML = ("Checking.<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+             "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
+             "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"
+             "</｜DSML｜invoke>\n</｜DSML｜function_calls>")
+CALL_GLM = ("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+            "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>"
+            "<tool_call>run<arg_key>flags</arg_key><arg_value>[\"-v\"]</arg_value></tool_call>")
+CALLS = {"deepseek_v3": CALL_V3, "deepseek_v31": CALL_V31, "deepseek_v32": CALL_DSML, "glm45": CALL_GLM}
 
 
 def chat_output_seeds():
     """Byte 0 picks the parsers (format + 5 * reasoning + 15 * starts-in-reasoning; formats: none,
     deepseek_v3, deepseek_v31, deepseek_v32, glm45; reasoning: none, deepseek_r1, glm45), byte 1
     the cut."""
-    v3 = ("Let me check.\n\n<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n"
-          "```json\n{\"city\": \"Paris\", \"days\": 3}\n```<｜tool▁call▁end｜><｜tool▁call▁begin｜>"
-          "function<｜tool▁sep｜>run\n```json\n{\"flags\": [\"-v\"]}\n```<｜tool▁call▁end｜>"
-          "<｜tool▁calls▁end｜>")
-    v31 = ("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"東京\"}"
-           "<｜tool▁call▁end｜><｜tool▁calls▁end｜>done")
-    dsml = ("Checking.<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
-            "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
-            "<｜DSML｜parameter name=\"days\" string=\"false\">3</｜DSML｜parameter>\n"
-            "</｜DSML｜invoke>\n</｜DSML｜function_calls>")
-    glm = ("<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
-           "<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n</tool_call>"
-           "<tool_call>run<arg_key>flags</arg_key><arg_value>[\"-v\"]</arg_value></tool_call>")
-    CALLS.update(deepseek_v3=v3, deepseek_v31=v31, deepseek_v32=dsml, glm45=glm)
     think = "<think>The user wants the weather.</think>\n\n"
     seeds = {
         "none": (0, "Hello there! <think>not a tag here</think>"),
-        "v3": (1, v3),
-        "v31": (2, v31),
-        "dsml": (3, dsml),
-        "glm": (4, glm),
-        "r1_v3": (1 + 5, think + v3),
-        "glm_think_glm": (4 + 10, think + glm),
-        "in_reasoning_dsml": (3 + 5 + 15, "still thinking</think>" + dsml),
-        "in_reasoning_cut": (2 + 5 + 15, "thinking <tool_call> inside" + v31[:60]),
-        "v3_cut": (1, v3[:150]),
-        "dsml_bad_kind": (3, dsml.replace("string=\"false\"", "string=\"maybe\"")),
+        "v3": (1, CALL_V3),
+        "v31": (2, CALL_V31),
+        "dsml": (3, CALL_DSML),
+        "glm": (4, CALL_GLM),
+        "r1_v3": (1 + 5, think + CALL_V3),
+        "glm_think_glm": (4 + 10, think + CALL_GLM),
+        "in_reasoning_dsml": (3 + 5 + 15, "still thinking</think>" + CALL_DSML),
+        "in_reasoning_cut": (2 + 5 + 15, "thinking <tool_call> inside" + CALL_V31[:60]),
+        "v3_cut": (1, CALL_V3[:150]),
+        "dsml_bad_kind": (3, CALL_DSML.replace("string=\"false\"", "string=\"maybe\"")),
     }
     for i, (name, (setup, text)) in enumerate(seeds.items()):
         write("chat_output", name, bytes([setup, (17 * i + 3) % 256]) + text.encode())
