@@ -13,49 +13,14 @@
 #include <string_view>
 #include <vector>
 
+#include "../text/delta_collector.h"
 #include "fuzz_support.h"
 #include "handoff/text/chat_output_parser.h"
 
 namespace {
 
-using handoff::text::ParsedOutput;
 using handoff::text::ReasoningFormat;
 using handoff::text::ToolCallFormat;
-
-struct Call {
-  std::string name, arguments;
-  bool ended = false;
-  bool operator==(const Call&) const = default;
-};
-
-struct Result {
-  std::string content, reasoning;
-  std::vector<Call> calls;
-  void add(ParsedOutput&& out) {
-    content += out.content;
-    reasoning += out.reasoning;
-    for (auto& d : out.calls) {
-      if (d.index == calls.size()) {
-        if (d.name.empty()) std::abort();  // a call's first delta names it
-        calls.push_back({d.name, "", false});
-      } else if (d.index + 1 != calls.size() || !d.name.empty()) {
-        std::abort();  // an earlier call after a later one, or a name sent twice
-      }
-      if (calls.back().ended) std::abort();  // a delta after the call's end
-      calls.back().arguments += d.arguments;
-      calls.back().ended = d.end;
-    }
-  }
-  // The completed calls are a prefix: after an unfinished one nothing is parsed as a call.
-  std::vector<Call> completed() const {
-    std::vector<Call> done;
-    for (const auto& c : calls) {
-      if (!c.ended) break;
-      done.push_back(c);
-    }
-    return done;
-  }
-};
 
 const nlohmann::json& tools() {
   static const nlohmann::json t = nlohmann::json::parse(R"([
@@ -72,7 +37,9 @@ constexpr ToolCallFormat kFormats[] = {ToolCallFormat::kNone, ToolCallFormat::kD
 constexpr ReasoningFormat kReasoning[] = {ReasoningFormat::kNone, ReasoningFormat::kDeepSeekR1,
                                           ReasoningFormat::kGlm45};
 
-Result parse(uint8_t setup, const std::vector<std::string_view>& pieces) {
+using handoff::testing::DeltaCollector;
+
+DeltaCollector parse(uint8_t setup, const std::vector<std::string_view>& pieces) {
   const ToolCallFormat format = kFormats[setup % 5];
   const ReasoningFormat reasoning = kReasoning[setup / 5 % 3];
   const bool starts_in_reasoning = (setup / 15) % 2 == 1;
@@ -81,14 +48,15 @@ Result parse(uint8_t setup, const std::vector<std::string_view>& pieces) {
           ? nullptr
           : std::make_unique<handoff::text::ReasoningParser>(starts_in_reasoning),
       handoff::text::make_tool_call_parser(format, tools()));
-  Result r;
-  for (auto p : pieces) r.add(parser.push(p));
-  r.add(parser.finish());
-  return r;
+  DeltaCollector c;
+  for (auto p : pieces) c.add(parser.push(p));
+  c.add(parser.finish());
+  if (!c.breach.empty()) std::abort();
+  return c;
 }
 
-void expect_same(const Result& got, const Result& want) {
-  if (got.content != want.content || got.reasoning != want.reasoning ||
+void expect_same(const DeltaCollector& got, const DeltaCollector& want) {
+  if (got.r.content != want.r.content || got.r.reasoning != want.r.reasoning ||
       got.completed() != want.completed())
     std::abort();
 }
@@ -100,7 +68,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t setup = data[0];
   const uint32_t cut = data[1];
   const std::string_view text(reinterpret_cast<const char*>(data) + 2, size - 2);
-  const Result whole = parse(setup, {text});
+  const DeltaCollector whole = parse(setup, {text});
   expect_same(parse(setup, handoff::fuzz::bytes_of(text)), whole);
   expect_same(parse(setup, handoff::fuzz::pieces_of(text, cut, 32)), whole);
   return 0;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../text/delta_collector.h"
 #include "fuzz_support.h"
 #include "handoff/error.h"
 #include "handoff/text/chat_output_parser.h"
@@ -46,21 +47,12 @@ void expect_one_call(ToolCallFormat format, const std::string& text, bool reason
                      const std::vector<std::string>& names) {
   ChatOutputParser parser(reasoning ? std::make_unique<ReasoningParser>(true) : nullptr,
                           make_tool_call_parser(format, nlohmann::json::array()));
-  ParsedOutput out = parser.push(text);
-  out.append(parser.finish());
-  if (!out.content.empty() || !out.reasoning.empty()) std::abort();
-  std::string name, arguments;
-  size_t calls = 0;
-  bool ended = false;
-  for (const auto& d : out.calls) {
-    if (!d.name.empty()) {
-      ++calls;
-      name = d.name;
-    }
-    arguments += d.arguments;
-    ended = d.end;
-  }
-  if (calls != 1 || !ended) std::abort();
+  handoff::testing::DeltaCollector c;
+  c.add(parser.push(text));
+  c.add(parser.finish());
+  if (!c.breach.empty() || !c.r.content.empty() || !c.r.reasoning.empty()) std::abort();
+  if (c.completed().size() != 1 || c.r.calls.size() != 1) std::abort();
+  const auto& [name, arguments] = c.r.calls[0];
   if (std::find(names.begin(), names.end(), name) == names.end()) std::abort();
   if (!nlohmann::json::parse(arguments, nullptr, false).is_object()) std::abort();
 }

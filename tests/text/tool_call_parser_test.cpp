@@ -2,6 +2,7 @@
 // and one byte at a time, must give the same content, reasoning and calls.
 #include <gtest/gtest.h>
 
+#include "delta_collector.h"
 #include "handoff/error.h"
 #include "handoff/text/chat_output_parser.h"
 #include "handoff/text/chat_template.h"
@@ -10,46 +11,8 @@
 namespace handoff::text {
 namespace {
 
-struct Call {
-  std::string name, arguments;
-  bool operator==(const Call&) const = default;
-};
-
-struct Result {
-  std::string content, reasoning;
-  std::vector<Call> calls;
-};
-
-std::ostream& operator<<(std::ostream& os, const Call& c) {
-  return os << c.name << "(" << c.arguments << ")";
-}
-
-// Accumulates deltas as an OpenAI client does (by index, concatenating argument pieces),
-// checking the delta contract on the way: a call's first delta names it, nothing follows its
-// end, indices go up from 0.
-struct Collector {
-  Result r;
-  std::vector<bool> ended;
-  size_t argument_pieces = 0;  // non-empty argument deltas
-  void add(ParsedOutput&& out) {
-    r.content += out.content;
-    r.reasoning += out.reasoning;
-    for (auto& d : out.calls) {
-      if (d.index == r.calls.size()) {
-        ASSERT_FALSE(d.name.empty()) << "a call's first delta must carry its name";
-        r.calls.push_back({d.name, ""});
-        ended.push_back(false);
-      } else {
-        ASSERT_EQ(d.index + 1, r.calls.size()) << "deltas of an earlier call after a later one";
-        ASSERT_TRUE(d.name.empty()) << "the name is sent once";
-      }
-      ASSERT_FALSE(ended.back()) << "a delta after the call's end";
-      if (!d.arguments.empty()) ++argument_pieces;
-      r.calls.back().arguments += d.arguments;
-      ended.back() = d.end;
-    }
-  }
-};
+using Result = handoff::testing::CollectedOutput;
+using Collector = handoff::testing::DeltaCollector;
 
 struct ParserSetup {
   ToolCallFormat tools = ToolCallFormat::kNone;
@@ -70,6 +33,7 @@ Collector collect_pieces(const ParserSetup& s, const std::vector<std::string_vie
   Collector c;
   for (auto p : pieces) c.add(parser.push(p));
   c.add(parser.finish());
+  EXPECT_EQ(c.breach, "") << "the delta contract";
   return c;
 }
 Result parse_pieces(const ParserSetup& s, const std::vector<std::string_view>& pieces) {
