@@ -122,29 +122,6 @@ float f8e4m3_to_f32(uint8_t v) {
   return sign ? -value : value;
 }
 
-// Rounding to nearest even on the bits (quantising a checkpoint at load converts every weight,
-// so no frexp / nearbyint per value).
-uint8_t f32_to_f8e4m3(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof(bits));
-  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
-  const uint32_t a = bits & 0x7fffffffu;
-  if (a > 0x7f800000u) return 0x7f;  // NaN
-  // >= 448 (Inf too): saturate, like torch's e4m3fn cast of clamped values.
-  if (a >= 0x43e00000u) return sign | 0x7e;
-  if (a < 0x3c800000u) {  // below 2^-6: subnormal, units of 2^-9
-    float mag;
-    std::memcpy(&mag, &a, sizeof(mag));
-    // The product is exact; nearbyint rounds half to even in the default rounding mode.
-    const float q = std::nearbyint(mag * 512.0f);  // 0..8; 8 is the smallest normal, 0x08
-    return sign | static_cast<uint8_t>(q);
-  }
-  // Normal: keep 3 of the 23 mantissa bits, rounding half to even, then rebias 127 -> 7.
-  const uint32_t r = (a + 0x7ffffu + ((a >> 20) & 1u)) >> 20;
-  const uint32_t code = r - ((127u - 7u) << 3);
-  return sign | static_cast<uint8_t>(code > 0x7eu ? 0x7eu : code);
-}
-
 void convert_to_f32(DType src_dtype, const void* src, float* dst, size_t n) {
   switch (src_dtype) {
     case DType::kF32:

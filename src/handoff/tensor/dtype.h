@@ -1,6 +1,7 @@
 #pragma once
 // Element types and their scalar conversions. Activations are always f32; the narrow types
 // are storage formats for weights and caches.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -34,7 +35,28 @@ float f16_to_f32(uint16_t v);
 uint16_t f32_to_f16(float f);
 // float8 e4m3fn: bias 7, no infinities, 0x7f/0xff are NaN.
 float f8e4m3_to_f32(uint8_t v);
-uint8_t f32_to_f8e4m3(float f);
+// Rounding to nearest even on the bits; inline, since quantising a checkpoint at load converts
+// every weight.
+inline uint8_t f32_to_f8e4m3(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  const uint32_t a = bits & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7f;  // NaN
+  // >= 448 (Inf too): saturate, like torch's e4m3fn cast of clamped values.
+  if (a >= 0x43e00000u) return sign | 0x7e;
+  if (a < 0x3c800000u) {  // below 2^-6: subnormal, units of 2^-9
+    float mag;
+    std::memcpy(&mag, &a, sizeof(mag));
+    // The product is exact; nearbyint rounds half to even in the default rounding mode.
+    const float q = std::nearbyint(mag * 512.0f);  // 0..8; 8 is the smallest normal, 0x08
+    return sign | static_cast<uint8_t>(q);
+  }
+  // Normal: keep 3 of the 23 mantissa bits, rounding half to even, then rebias 127 -> 7.
+  const uint32_t r = (a + 0x7ffffu + ((a >> 20) & 1u)) >> 20;
+  const uint32_t code = r - ((127u - 7u) << 3);
+  return sign | static_cast<uint8_t>(code > 0x7eu ? 0x7eu : code);
+}
 
 // Converts n elements of any float storage type to f32.
 void convert_to_f32(DType src_dtype, const void* src, float* dst, size_t n);

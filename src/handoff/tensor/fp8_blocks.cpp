@@ -91,16 +91,18 @@ Fp8Blocks quantize_fp8_blocks(const Tensor& w, int64_t block_rows, int64_t block
       for (int64_t b = 0; b < grid_c; ++b) {
         const int64_t c0 = b * block_cols, c1 = std::min(cols, c0 + block_cols);
         float amax = 0;
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = c0; c < c1; ++c)
-            amax = std::max(amax, std::fabs(block[static_cast<size_t>((r - r0) * cols + c)]));
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* x = block.data() + (r - r0) * cols;
+          for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(x[c]));
+        }
         // NaN propagates into the values (e4m3 NaN), which the load-time scan reports.
         const float scale = amax > 0 ? amax / kF8E4M3Max : 1.0f;
         q.scales.data<float>()[g * grid_c + b] = scale;
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = c0; c < c1; ++c)
-            q.values.data<uint8_t>()[r * cols + c] =
-                f32_to_f8e4m3(block[static_cast<size_t>((r - r0) * cols + c)] / scale);
+        for (int64_t r = r0; r < r1; ++r) {
+          const float* x = block.data() + (r - r0) * cols;
+          uint8_t* codes = q.values.data<uint8_t>() + r * cols;
+          for (int64_t c = c0; c < c1; ++c) codes[c] = f32_to_f8e4m3(x[c] / scale);
+        }
       }
     }
   });
