@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "../text/delta_collector.h"
-#include "fuzz_support.h"
+#include "../text/stream_cuts.h"
 #include "handoff/text/chat_output_parser.h"
 
 namespace {
@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint32_t cut = data[1];
   const std::string_view text(reinterpret_cast<const char*>(data) + 2, size - 2);
   const DeltaCollector whole = parse(setup, {text});
-  expect_same(parse(setup, handoff::fuzz::bytes_of(text)), whole);
-  expect_same(parse(setup, handoff::fuzz::pieces_of(text, cut, 32)), whole);
+  expect_same(parse(setup, handoff::testing::bytes_of(text)), whole);
+  expect_same(parse(setup, handoff::testing::pieces_of(text, cut, 32)), whole);
   return 0;
 }

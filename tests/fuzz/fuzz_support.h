@@ -1,7 +1,6 @@
 #pragma once
 // Shared by the libFuzzer targets: where the real DeepSeek-V3 tokenizer and chat template live
-// (the npm test dependency, installed by `make fuzz`), how an input splits in two, and how a text
-// is cut into the pieces a stream would deliver.
+// (the npm test dependency, installed by `make fuzz`), and how an input splits in two.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -9,7 +8,6 @@
 #include <string>
 #include <string_view>
 #include <utility>
-#include <vector>
 
 namespace handoff::fuzz {
 
@@ -30,27 +28,6 @@ inline std::pair<std::string_view, std::string_view> split_at_nul(const uint8_t*
   const size_t nul = all.find('\0');
   if (nul == std::string_view::npos) return {all, {}};
   return {all.substr(0, nul), all.substr(nul + 1)};
-}
-
-// One piece per byte.
-inline std::vector<std::string_view> bytes_of(std::string_view text) {
-  std::vector<std::string_view> bytes;
-  for (size_t i = 0; i < text.size(); ++i) bytes.push_back(text.substr(i, 1));
-  return bytes;
-}
-
-// Pieces of 1 to max_piece bytes, their sizes from a small linear congruential sequence seeded
-// by `seed` (so that the fuzzer picks the cuts with one byte).
-inline std::vector<std::string_view> pieces_of(std::string_view text, uint32_t seed,
-                                               size_t max_piece) {
-  std::vector<std::string_view> pieces;
-  for (size_t at = 0; at < text.size();) {
-    seed = seed * 1103515245u + 12345u;
-    const size_t n = 1 + (seed >> 16) % max_piece;
-    pieces.push_back(text.substr(at, n));
-    at += n;
-  }
-  return pieces;
 }
 
 }  // namespace handoff::fuzz

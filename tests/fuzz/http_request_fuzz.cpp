@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fuzz_support.h"
+#include "../text/stream_cuts.h"
 #include "handoff/serve/http_request_parser.h"
 
 namespace {
@@ -83,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint32_t cut = data[0];
   const std::string_view stream(reinterpret_cast<const char*>(data) + 1, size - 1);
   const auto whole = parse({stream});
-  if (parse(handoff::fuzz::bytes_of(stream)) != whole) std::abort();
-  if (parse(handoff::fuzz::pieces_of(stream, cut, 64)) != whole) std::abort();
+  if (parse(handoff::testing::bytes_of(stream)) != whole) std::abort();
+  if (parse(handoff::testing::pieces_of(stream, cut, 64)) != whole) std::abort();
   return 0;
 }

@@ -6,6 +6,7 @@
 #include "handoff/error.h"
 #include "handoff/text/chat_output_parser.h"
 #include "handoff/text/chat_template.h"
+#include "stream_cuts.h"
 #include "text_test_support.h"
 
 namespace handoff::text {
@@ -52,9 +53,7 @@ void expect_parses(const ParserSetup& s, std::string_view text, const Result& wa
   for (size_t i = 0; i <= text.size(); ++i)
     expect_same(parse_pieces(s, {text.substr(0, i), text.substr(i)}), want,
                 "split at byte " + std::to_string(i));
-  std::vector<std::string_view> bytes;
-  for (size_t i = 0; i < text.size(); ++i) bytes.push_back(text.substr(i, 1));
-  expect_same(parse_pieces(s, bytes), want, "byte by byte");
+  expect_same(parse_pieces(s, handoff::testing::bytes_of(text)), want, "byte by byte");
 }
 
 const nlohmann::json kTools = nlohmann::json::parse(R"([
@@ -175,9 +174,7 @@ TEST(ToolCallParser, ArgumentsStreamIncrementally) {
     const Result whole = parse_pieces(s, {text});
     ASSERT_EQ(whole.calls.size(), 1u) << text;
     EXPECT_TRUE(nlohmann::json::parse(whole.calls[0].arguments).is_object()) << text;
-    std::vector<std::string_view> bytes;
-    for (size_t i = 0; i < text.size(); ++i) bytes.push_back(std::string_view(text).substr(i, 1));
-    const Collector streamed = collect_pieces(s, bytes);
+    const Collector streamed = collect_pieces(s, handoff::testing::bytes_of(text));
     expect_same(streamed.r, whole, "byte by byte");
     EXPECT_GE(streamed.argument_pieces, 5u) << text;
     EXPECT_EQ(streamed.ended, std::vector<bool>{true}) << text;
