@@ -271,6 +271,9 @@ void scaled_tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float*
     };
     for (int64_t k = k0; k < k0 + k_block; k += 2) {
       const auto* q = reinterpret_cast<const __m256i*>(data + k * kRowBlock);
+      // The chunk is in L2; the tile's next lines are asked for into L1 (1.025-1.06 × the
+      // GFLOP/s on prefill shapes, Zen 3, alternating in one process).
+      _mm_prefetch(reinterpret_cast<const char*>(q) + kPrefetchBytes, _MM_HINT_T0);
       step(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(q), 16)),
            _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(q + 1), 16)), k);
       asm volatile("" ::: "memory");  // as in tall_tile
