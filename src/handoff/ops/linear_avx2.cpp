@@ -163,23 +163,33 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
   }
 }
 
-// Lanes lane0, lane0 + 1 of block b × R (5 or 6) rows of x over k in [k0, k1): the prefill
-// tile. Each weight vector feeds R FMAs (L2 reads per FMA about half the 4 × 3 tile's), and the
-// accumulators are named variables: written as arrays, GCC kept some on the stack and the
-// store-to-load latency ran the loop at ~60 % of the FMA peak. f32 needs 2R accumulators, two
-// weight vectors and one broadcast (15 registers at R = 6); bf16 also keeps the two raw loads and
-// the high-half mask live, so it takes R = 5 to stay within 16.
+// Rows of x per tall tile (below). Each weight vector feeds R FMAs (L2 reads per FMA about half
+// the 4 × 3 tile's). f32 needs 2R accumulators, two weight vectors and one broadcast (15
+// registers at R = 6); bf16 also keeps the two raw loads and the high-half mask live, so it takes
+// R = 5 to stay within 16.
 template <bool kBF16>
 constexpr int kTallRows = kBF16 ? static_cast<int>(kTallRowsBf16) : 6;
 
-template <bool kBF16, bool kAhead, int R>
-void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
-               int64_t lane0, int64_t k0, int64_t k1, bool accumulate, RunAhead& ahead) {
+// The tall tiles' sums: R rows of x against two lanes, as named variables (written as arrays,
+// GCC kept some on the stack and the store-to-load latency ran the loop at ~60 % of the FMA
+// peak).
+template <int R>
+struct TallSums {
+  static_assert(R == 5 || R == 6);
+  const float *x0, *x1, *x2, *x3, *x4, *x5;
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
   __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;
-  const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx, *x4 = x + 4 * ldx,
-              *x5 = x + (R - 1) * ldx;
-  auto step = [&](__m256 wa, __m256 wb, int64_t k) {
+
+  TallSums(const float* x, int64_t ldx)
+      : x0(x),
+        x1(x + ldx),
+        x2(x + 2 * ldx),
+        x3(x + 3 * ldx),
+        x4(x + 4 * ldx),
+        x5(x + (R - 1) * ldx) {}
+
+  // Row r's sums += wa · x_r[k] and wb · x_r[k].
+  void step(__m256 wa, __m256 wb, int64_t k) {
     auto row = [&](const float* xr, __m256& a, __m256& b) {
       const __m256 t = _mm256_broadcast_ss(xr + k);
       a = _mm256_fmadd_ps(wa, t, a);
@@ -191,7 +201,37 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
     row(x3, a3, b3);
     row(x4, a4, b4);
     if constexpr (R > 5) row(x5, a5, b5);
-  };
+  }
+
+  // The k pair (k, k + 1) of the two bf16 lanes at q (each 32-bit lane holds k's weight low,
+  // k + 1's high). The odd k's weights are loaded again after the even k's FMAs (an L1 hit):
+  // kept from the first load, the two raw vectors pushed accumulators onto the stack.
+  void bf16_pair(const __m256i* q, int64_t k) {
+    step(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(q), 16)),
+         _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(q + 1), 16)), k);
+    asm volatile("" ::: "memory");
+    const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+    step(_mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256(q), hi)),
+         _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256(q + 1), hi)), k + 1);
+  }
+
+  // put(i, row i's sums of the two lanes) for every row.
+  template <typename Put>
+  void each(const Put& put) const {
+    put(0, a0, b0);
+    put(1, a1, b1);
+    put(2, a2, b2);
+    put(3, a3, b3);
+    put(4, a4, b4);
+    if constexpr (R > 5) put(5, a5, b5);
+  }
+};
+
+// Lanes lane0, lane0 + 1 of block b × R rows of x over k in [k0, k1): the prefill tile.
+template <bool kBF16, bool kAhead, int R>
+void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
+               int64_t lane0, int64_t k0, int64_t k1, bool accumulate, RunAhead& ahead) {
+  TallSums<R> sums(x, ldx);
   const int64_t kp = w.k_pad;
   RunAhead a = ahead;
   for (int64_t k = k0; k < k1; k += 2) {
@@ -199,21 +239,13 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
     if constexpr (kBF16) {
       const auto* p = static_cast<const uint16_t*>(w.data) + (b * kp + k) * kRowBlock + lane0 * 16;
       _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
-      const auto* q = reinterpret_cast<const __m256i*>(p);
-      step(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(q), 16)),
-           _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(q + 1), 16)), k);
-      // The odd k's weights are loaded again after the even k's FMAs (an L1 hit): kept from the
-      // first load, the two raw vectors pushed accumulators onto the stack.
-      asm volatile("" ::: "memory");
-      const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
-      step(_mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256(q), hi)),
-           _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256(q + 1), hi)), k + 1);
+      sums.bf16_pair(reinterpret_cast<const __m256i*>(p), k);
     } else {
       const auto* p = static_cast<const float*>(w.data) + (b * kp + k) * kRowBlock + lane0 * 8;
       _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(p + kRowBlock) + kPrefetchBytes, _MM_HINT_T0);
-      step(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), k);
-      step(_mm256_loadu_ps(p + kRowBlock), _mm256_loadu_ps(p + kRowBlock + 8), k + 1);
+      sums.step(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8), k);
+      sums.step(_mm256_loadu_ps(p + kRowBlock), _mm256_loadu_ps(p + kRowBlock + 8), k + 1);
     }
   }
   ahead = a;
@@ -235,12 +267,7 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
     _mm256_storeu_ps(out, va);
     _mm256_storeu_ps(out + 8, vb);
   };
-  put(0, a0, b0);
-  put(1, a1, b1);
-  put(2, a2, b2);
-  put(3, a3, b3);
-  put(4, a4, b4);
-  if constexpr (R > 5) put(5, a5, b5);
+  sums.each(put);
 }
 
 // The FP8 prefill tile: tall_tile's 2 lanes × 5 rows over a 64-row block widened to unscaled
@@ -250,60 +277,35 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
 // exit each 64 k pairs, took 1.02-1.10 × the time (Zen 3, 1 and 2 threads, prefill shapes).
 void scaled_tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy,
                       int64_t lane0, int64_t k_block, const float* scales, bool accumulate) {
-  const float *x0 = x, *x1 = x + ldx, *x2 = x + 2 * ldx, *x3 = x + 3 * ldx, *x4 = x + 4 * ldx;
   const int64_t row0 = lane0 * 8;
   const bool full = w.n - row0 >= 16;
   const auto* data = static_cast<const uint16_t*>(w.data) + lane0 * 16;
   for (int64_t k0 = 0; k0 < w.k_pad; k0 += k_block) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0;
-    __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0;
-    auto step = [&](__m256 wa, __m256 wb, int64_t k) {
-      auto row = [&](const float* xr, __m256& a, __m256& b) {
-        const __m256 t = _mm256_broadcast_ss(xr + k);
-        a = _mm256_fmadd_ps(wa, t, a);
-        b = _mm256_fmadd_ps(wb, t, b);
-      };
-      row(x0, a0, b0);
-      row(x1, a1, b1);
-      row(x2, a2, b2);
-      row(x3, a3, b3);
-      row(x4, a4, b4);
-    };
+    TallSums<kTallRowsBf16> sums(x, ldx);
     for (int64_t k = k0; k < k0 + k_block; k += 2) {
       const auto* q = reinterpret_cast<const __m256i*>(data + k * kRowBlock);
       // The chunk is in L2; the tile's next lines are asked for into L1 (1.025-1.06 × the
       // GFLOP/s on prefill shapes, Zen 3, alternating in one process).
       _mm_prefetch(reinterpret_cast<const char*>(q) + kPrefetchBytes, _MM_HINT_T0);
-      step(_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(q), 16)),
-           _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256(q + 1), 16)), k);
-      asm volatile("" ::: "memory");  // as in tall_tile
-      const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
-      step(_mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256(q), hi)),
-           _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256(q + 1), hi)), k + 1);
+      sums.bf16_pair(q, k);
     }
     const float* s = scales + k0 / k_block * kRowBlock + row0;
     const bool acc = accumulate || k0 > 0;
     if (!full) {  // a matrix's last block: store_rows masks the rows past n
-      const __m256 ra[] = {a0, a1, a2, a3, a4}, rb[] = {b0, b1, b2, b3, b4};
-      for (int i = 0; i < kTallRowsBf16; ++i) {
-        store_rows(w, y + i * ldy + row0, row0, ra[i], acc, s);
-        store_rows(w, y + i * ldy + row0 + 8, row0 + 8, rb[i], acc, s + 8);
-      }
+      sums.each([&](int i, __m256 va, __m256 vb) {
+        store_rows(w, y + i * ldy + row0, row0, va, acc, s);
+        store_rows(w, y + i * ldy + row0 + 8, row0 + 8, vb, acc, s + 8);
+      });
       continue;
     }
     const __m256 s0 = _mm256_loadu_ps(s), s1 = _mm256_loadu_ps(s + 8);
-    auto put = [&](int i, __m256 va, __m256 vb) {
+    sums.each([&](int i, __m256 va, __m256 vb) {
       float* out = y + i * ldy + row0;
       const __m256 pa = acc ? _mm256_loadu_ps(out) : _mm256_setzero_ps();
       const __m256 pb = acc ? _mm256_loadu_ps(out + 8) : _mm256_setzero_ps();
       _mm256_storeu_ps(out, _mm256_fmadd_ps(va, s0, pa));
       _mm256_storeu_ps(out + 8, _mm256_fmadd_ps(vb, s1, pb));
-    };
-    put(0, a0, b0);
-    put(1, a1, b1);
-    put(2, a2, b2);
-    put(3, a3, b3);
-    put(4, a4, b4);
+    });
   }
 }
 
