@@ -91,7 +91,8 @@ inline void store_rows(const PackedWeight& w, float* out, int64_t row0, __m256 r
 // FMA latency. When `accumulate`, adds to what y holds (a previous k chunk).
 template <bool kBF16, bool kAhead, int NB, int MR>
 void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
-          int64_t lane0, int64_t k0, int64_t k1, bool accumulate, RunAhead& ahead) {
+          int64_t lane0, int64_t k0, int64_t k1, bool accumulate, RunAhead& ahead,
+          const float* scales = nullptr) {
   constexpr bool kSplit = NB * MR <= 4;
   constexpr int kAcc = kSplit ? 2 : 1;
   // Every loop over acc is unrolled (the pragmas) so its indices are constants early enough for
@@ -158,7 +159,8 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
     for (int i = 0; i < MR; ++i) {
       __m256 r = acc[0][j][i];
       if constexpr (kSplit) r = _mm256_add_ps(r, acc[1][j][i]);
-      store_rows(w, y + i * ldy + row0, row0, r, accumulate, nullptr);
+      store_rows(w, y + i * ldy + row0, row0, r, accumulate,
+                 scales != nullptr ? scales + (lane0 + j) * 8 : nullptr);
     }
   }
 }
@@ -275,8 +277,11 @@ void tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int
 // then y (+)= partial · its row scales (`scales` + kb · kRowBlock). One call walks all k blocks
 // of the chunk for its lane pair: one call per k block, with its set-up and a mispredicted loop
 // exit each 64 k pairs, took 1.02-1.10 × the time (Zen 3, 1 and 2 threads, prefill shapes).
-void scaled_tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy,
-                      int64_t lane0, int64_t k_block, const float* scales, bool accumulate) {
+// Kept out of line: inlined into its caller, GCC reloaded the high-half mask from the stack every
+// k pair.
+[[gnu::noinline]] void scaled_tall_tile(const PackedWeight& w, const float* x, int64_t ldx,
+                                        float* y, int64_t ldy, int64_t lane0, int64_t k_block,
+                                        const float* scales, bool accumulate) {
   const int64_t row0 = lane0 * 8;
   const bool full = w.n - row0 >= 16;
   const auto* data = static_cast<const uint16_t*>(w.data) + lane0 * 16;
@@ -312,11 +317,11 @@ void scaled_tall_tile(const PackedWeight& w, const float* x, int64_t ldx, float*
 // MR rows of x against the lanes [0, lanes) of block b, NB lanes at a time.
 template <bool kBF16, bool kAhead, int NB, int MR>
 void lane_groups(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy,
-                 int64_t b, int64_t lanes, int64_t k0, int64_t k1, bool accumulate,
-                 RunAhead& ahead) {
+                 int64_t b, int64_t lanes, int64_t k0, int64_t k1, bool accumulate, RunAhead& ahead,
+                 const float* scales = nullptr) {
   for (int64_t g = 0; g < lanes; g += NB) {
     auto run_tile = [&]<int kNB>() {
-      tile<kBF16, kAhead, kNB, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate, ahead);
+      tile<kBF16, kAhead, kNB, MR>(w, x, ldx, y, ldy, b, g, k0, k1, accumulate, ahead, scales);
     };
     switch (std::min<int64_t>(NB, lanes - g)) {
       case 1:
@@ -449,7 +454,27 @@ int64_t linear_tall_bf16_scaled(const PackedWeight& w, const float* x, int64_t l
   for (; m - i >= kTallRowsBf16; i += kTallRowsBf16)
     for (int64_t g = 0; g < lanes; g += 2)
       scaled_tall_tile(w, x + i * ldx, ldx, y + i * ldy, ldy, g, k_block, scales, accumulate);
-  return i;
+  // The rest (up to 4 rows) as the bf16 kernels take them, on the widened chunk, while a
+  // direct pass would convert the block's FP8 again (1.01-1.09 × the GFLOP/s at m = 6 to 64,
+  // Zen 3). A partial block's narrower tiles split their sums by k parity, which the direct path
+  // does not: its rows stay with the caller, so that a row's result never depends on m.
+  if (i == m || lanes < kLanes) return i;
+  RunAhead none;
+  const float* xi = x + i * ldx;
+  float* yi = y + i * ldy;
+  for (int64_t k0 = 0; k0 < w.k_pad; k0 += k_block) {
+    const float* s = scales + k0 / k_block * kRowBlock;
+    const bool acc = accumulate || k0 > 0;
+    const int64_t k1 = k0 + k_block;
+    auto one_row = [&](int64_t r) {
+      lane_groups<true, false, 8, 1>(w, xi + r * ldx, ldx, yi + r * ldy, ldy, 0, kLanes, k0, k1,
+                                     acc, none, s);
+    };
+    if (m - i >= 3)
+      lane_groups<true, false, 4, 3>(w, xi, ldx, yi, ldy, 0, kLanes, k0, k1, acc, none, s);
+    for (int64_t r = m - i >= 3 ? 3 : 0; r < m - i; ++r) one_row(r);
+  }
+  return m;
 }
 
 }  // namespace handoff::ops::detail::avx2

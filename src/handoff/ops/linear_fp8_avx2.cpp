@@ -14,8 +14,8 @@
 // bytes stay in L1 while the row tiles pass over them. From 5 rows of x on (prefill), the
 // conversion would be repeated per row tile, so a 64-row block is instead widened once per chunk
 // of k blocks into unscaled bf16 (exact for e4m3) in a per-thread buffer that stays in L2, and
-// the bf16 prefill tile of linear_avx2.cpp runs on it, applying the block scales per k block as
-// here; the rows left over (m mod 5) take the direct path.
+// the bf16 kernels of linear_avx2.cpp run on it, applying the block scales per k block as
+// here; a partial block's rows left over (m mod 5) take the direct path.
 #include <immintrin.h>
 
 #include <algorithm>

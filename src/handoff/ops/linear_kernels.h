@@ -130,10 +130,11 @@ void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float*
                         int64_t b0, int64_t b1);
 // Rows of x per bf16 prefill tile.
 inline constexpr int64_t kTallRowsBf16 = 5;
-// The bf16 prefill tile over one 64-row block `w` (bf16 layout, unscaled: the FP8 kernel's
-// e4m3 values widened), for the first m - m % 5 rows of x (x's columns start at w's first):
-// each k block of k_block columns is summed, then y (+)= partial · scale, the block's row
-// scales being `scales` + kb · kRowBlock. Returns the rows done; the rest are the caller's.
+// The bf16 kernels over one 64-row block `w` (bf16 layout, unscaled: the FP8 kernel's e4m3
+// values widened) for m rows of x (x's columns start at w's first): each k block of k_block
+// columns is summed in one chain per output, then y (+)= partial · scale, the block's row
+// scales being `scales` + kb · kRowBlock. Takes all m rows of a whole block and the first
+// m - m % 5 of a partial one; returns the rows done, the rest being the caller's.
 int64_t linear_tall_bf16_scaled(const PackedWeight& w, const float* x, int64_t ldx, int64_t m,
                                 float* y, int64_t ldy, int64_t k_block, const float* scales,
                                 bool accumulate);
