@@ -456,8 +456,9 @@ int64_t linear_tall_bf16_scaled(const PackedWeight& w, const float* x, int64_t l
       scaled_tall_tile(w, x + i * ldx, ldx, y + i * ldy, ldy, g, k_block, scales, accumulate);
   // The rest (up to 4 rows) as the bf16 kernels take them, on the widened chunk, while a
   // direct pass would convert the block's FP8 again (1.01-1.09 × the GFLOP/s at m = 6 to 64,
-  // Zen 3). A partial block's narrower tiles split their sums by k parity, which the direct path
-  // does not: its rows stay with the caller, so that a row's result never depends on m.
+  // Zen 3). A block of under 57 rows (fewer than 8 lanes) would take narrower tiles that split
+  // their sums by k parity, which the direct path does not: its rows stay with the caller, so
+  // that a row's result never depends on m.
   if (i == m || lanes < kLanes) return i;
   RunAhead none;
   const float* xi = x + i * ldx;
