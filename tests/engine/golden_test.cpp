@@ -77,6 +77,16 @@ TEST_P(GoldenF32, ChunkedPrefillEqualsOnePrefill) {
   }
 }
 
+// Every row that attends densely (positions below index_topk) in the per-head form, prompt and
+// decode rows alike: the same assertions. The FP8 case holds W_UK[h] in FP8 for it.
+TEST_P(GoldenF32, PerHeadFormMatchesReference) {
+  model::LoadOptions options;
+  options.dtype = DType::kF32;
+  options.per_head_prefill_min_tokens = 1;
+  expect_matches_reference(*model::Model::load(golden_dir(GetParam()), options),
+                           golden(GetParam()));
+}
+
 INSTANTIATE_TEST_SUITE_P(AllCases, GoldenF32, ::testing::ValuesIn(golden_cases()));
 
 // The FP8 indexer cache is the reference's own FP8 path (Hadamard rotation, e4m3 with

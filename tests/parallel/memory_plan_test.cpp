@@ -82,9 +82,10 @@ TEST(MemoryPlan, Bf16RanksSumToTheSingleRankTotalPlusReplicatedCopies) {
       (c.q_lora_rank * d + (c.kv_lora_rank + 8) * d) * bf + (c.q_lora_rank + c.kv_lora_rank) * f32;
   const int64_t indexer = (4 * 16 * c.q_lora_rank + 16 * d + 4 * d) * bf + 2 * 16 * f32;
   const int64_t router = 8 * d * bf + 8 * f32;
-  const int64_t heads = 4 * (16 + 8) * 32 * bf      // q_b
-                        + d * 4 * 16 * bf           // o_proj
-                        + 4 * (16 + 16) * 32 * bf;  // kv_b -> W_UK / W_UV
+  const int64_t heads = 4 * (16 + 8) * 32 * bf     // q_b
+                        + d * 4 * 16 * bf          // o_proj
+                        + 4 * (16 + 16) * 32 * bf  // kv_b -> W_UK / W_UV
+                        + 4 * 16 * 32 * bf;        // W_UK again, for the per-head form
   const int64_t dense = 3 * 128 * d * bf;
   const int64_t experts = 8 * 3 * 32 * d * bf;
   const int64_t shared = 3 * 32 * d * bf;
@@ -92,7 +93,7 @@ TEST(MemoryPlan, Bf16RanksSumToTheSingleRankTotalPlusReplicatedCopies) {
   const int64_t replicated_layer = norms + attn_replicated + indexer;
   const int64_t single = 2 * vocab + d * f32 + 4 * (replicated_layer + heads) + dense +
                          3 * (router + experts + shared);
-  EXPECT_EQ(single, 607072);  // the same sum, by hand
+  EXPECT_EQ(single, 623456);  // the same sum, by hand
   const int64_t replicated_all = 4 * replicated_layer + 3 * router + d * f32;
 
   const MemoryPlan one = memory(c, 1, 1);
@@ -153,9 +154,10 @@ TEST(MemoryPlan, Fp8CountsBlockScalesRoundedUpOnOddShapes) {
   // q_a [150, 200], kv_a [138, 200] in FP8; their norms stay f32.
   EXPECT_EQ(part(q, "attention_replicated"), 2 * (fp8(150, 200) + fp8(138, 200) + (150 + 130) * 4));
   // q_b [2·28, 150], o_proj [200, 2·24] and kv_b [2·44, 130] in FP8; kv_b's per-head W_UK^T
-  // [130, 20] would pad its 20 columns to a 128-column block, so they are held in bf16.
+  // [130, 20] would pad its 20 columns to a 128-column block, so they are held in bf16; W_UK[h]
+  // [20, 130] itself, held again for the per-head form, stays FP8.
   EXPECT_EQ(part(q, "attention_heads"),
-            2 * (fp8(56, 150) + fp8(200, 48) + fp8(88, 130) + 2 * 20 * 130));
+            2 * (fp8(56, 150) + fp8(200, 48) + fp8(88, 130) + 2 * 20 * 130 + 2 * fp8(20, 130)));
   // wq_b [72, 150], wk [36, 200] FP8; weights_proj [2, 200] bf16, k_norm f32.
   EXPECT_EQ(part(q, "indexer"), 2 * (fp8(72, 150) + fp8(36, 200) + 2 * 200 * 2 + 72 * 4));
   // Embedding, lm_head and the router stay bf16 (its bias f32), as published.
@@ -168,6 +170,7 @@ TEST(MemoryPlan, Fp8CountsBlockScalesRoundedUpOnOddShapes) {
                                 + 2 * (2 * 2 + 2 * 2)     // q_a, kv_a
                                 + 2 * (1 * 2 + 2 * 1)     // q_b, o_proj
                                 + 2 * (1 * 2)             // kv_b
+                                + 2 * 2 * (1 * 2)         // W_UK[h] for the per-head form
                                 + 2 * (1 * 2 + 1 * 2)));  // wq_b, wk
 }
 
@@ -203,7 +206,12 @@ TEST(MemoryPlan, ScalesMatchTheFp8GoldenCheckpoint) {
   MemoryOptions f8;
   f8.weights = WeightDtype::kFp8;
   const RankMemory q = memory(c, 1, 1, f8).ranks[0];
-  EXPECT_EQ(q.scale_bytes, scales);
+  // Beyond the checkpoint's: W_UK[h] held once more for the per-head form, each head's rows
+  // inside one block of rows and kv_lora_rank one block of columns.
+  ASSERT_LE(c.kv_lora_rank, 128);
+  ASSERT_EQ(128 % (c.qk_nope_head_dim + c.v_head_dim), 0);
+  const int64_t uk_copies = c.num_hidden_layers * c.num_attention_heads;
+  EXPECT_EQ(q.scale_bytes, scales + uk_copies * 4);
   // Everything else: embedding and lm_head bf16, W_UK^T in bf16 (qk_nope 32 pads to a
   // 128-column block: a second byte per weight), router and weights_proj in bf16 as published
   // (this golden stores them f32, which the engine then holds), and the f32 norms, router bias
@@ -220,7 +228,8 @@ TEST(MemoryPlan, ScalesMatchTheFp8GoldenCheckpoint) {
   }
   EXPECT_EQ(q.weight_bytes,
             scales + fp8_weights + 2 * bf16_parts + 4 * f32_parts +
-                c.num_hidden_layers * c.num_attention_heads * c.qk_nope_head_dim * c.kv_lora_rank);
+                c.num_hidden_layers * c.num_attention_heads * c.qk_nope_head_dim * c.kv_lora_rank +
+                uk_copies * (c.qk_nope_head_dim * c.kv_lora_rank + 4));
 }
 
 TEST(MemoryPlan, CacheBytesPerTokenForEveryDtype) {

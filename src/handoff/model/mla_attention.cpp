@@ -55,6 +55,7 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
       softmax_scale_(static_cast<float>(config.softmax_scale())),
       interleaved_(config.rope_interleave),
       rope_(config.rope_inv_freq()),
+      per_head_min_tokens_(weights.options().per_head_prefill_min_tokens),
       scratch_(scratch.attention) {
   const std::string p = fmt::format("model.layers.{}.self_attn.", layer);
   const int64_t all_heads = config.num_attention_heads;
@@ -109,6 +110,7 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
         w_uk_t_.push_back(weights.make_linear(uk.transposed()));
       else
         w_uk_t_.push_back(dense_uk_t(uk.dequantize().data<float>()));
+      if (per_head_min_tokens_ > 0) w_uk_.push_back(weights.make_linear(uk));
     }
     for (int64_t h = 0; h < heads_; ++h) {
       const int64_t r0 = (heads.begin + h) * head_rows + nope_;
@@ -119,15 +121,18 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
         weights.f32_slice(kv_b_name, {kv_b_rows, kv_rank_}, 0, heads.begin * head_rows,
                           (heads.begin + heads_) * head_rows);
     const Tensor kv_b_c = kv_b.is_contiguous() ? kv_b : kv_b.contiguous();
+    // Head h's rows [first, first + rows) of kv_b, as a weight of their own.
+    auto head_part = [&](int64_t h, int64_t first, int64_t rows) {
+      Tensor part = Tensor::empty({rows, kv_rank_}, DType::kF32);
+      std::memcpy(part.data<float>(), kv_b_c.data<float>() + (h * head_rows + first) * kv_rank_,
+                  static_cast<size_t>(rows * kv_rank_) * sizeof(float));
+      return weights.make_linear(part);
+    };
     for (int64_t h = 0; h < heads_; ++h)
       w_uk_t_.push_back(dense_uk_t(kv_b_c.data<float>() + h * head_rows * kv_rank_));
-    for (int64_t h = 0; h < heads_; ++h) {
-      const float* base = kv_b_c.data<float>() + h * head_rows * kv_rank_;
-      Tensor uv = Tensor::empty({v_dim_, kv_rank_}, DType::kF32);
-      std::memcpy(uv.data<float>(), base + nope_ * kv_rank_,
-                  static_cast<size_t>(v_dim_ * kv_rank_) * sizeof(float));
-      w_uv_.push_back(weights.make_linear(uv));
-    }
+    for (int64_t h = 0; h < heads_; ++h) w_uv_.push_back(head_part(h, nope_, v_dim_));
+    if (per_head_min_tokens_ > 0)
+      for (int64_t h = 0; h < heads_; ++h) w_uk_.push_back(head_part(h, 0, nope_));
   }
   if (config.has_indexer)
     indexer_ = std::make_unique<Indexer>(config, weights, p + "indexer.", scratch.indexer);
@@ -189,29 +194,150 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
     }
   }
 
-  // Absorb W_UK into the query: q_abs[t, h] = W_UK[h]ᵀ q_nope[t, h].
-  for_each_head(w_uk_t_, t_count, [&](int64_t h) {
-    w_uk_t_[static_cast<size_t>(h)].forward(q + h * qk, t_count, q_abs + h * kv_rank_, q_width,
-                                            heads_ * kv_rank_);
-  });
-  attend(meta, cache, cache_layer, q, q_abs);
-  // At decode each head's merge runs in the W_UV region, beside its product: serial after
-  // attention it was ~5 us a layer on the 2-core Zen 5, mostly reading the other core's
-  // accumulators. Prefill merges per token over the threads first (its heads run one by one).
-  const bool merge_per_head = heads_in_parallel(w_uv_, t_count);
-  if (!merge_per_head) {
-    tensor::parallel_for(t_count, 1, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t)
-        for (int64_t h = 0; h < heads_; ++h) merge(t, h, latent);
+  // A sequence's leading rows that attend to every earlier key (no selection) take the
+  // per-head form when there are enough of them to pay for expanding their keys.
+  per_head_count_.assign(meta.sequences.size(), 0);
+  int64_t per_head_rows = 0;
+  if (per_head_min_tokens_ > 0)
+    for (size_t s = 0; s < meta.sequences.size(); ++s) {
+      const auto& seq = meta.sequences[s];
+      int64_t n = 0;
+      while (n < seq.num_tokens && selected_[static_cast<size_t>(seq.first_token + n)].empty()) ++n;
+      if (n < per_head_min_tokens_) continue;
+      per_head_count_[s] = n;
+      per_head_rows += n;
+    }
+
+  if (per_head_rows < t_count) {
+    // Absorb W_UK into the query: q_abs[t, h] = W_UK[h]ᵀ q_nope[t, h].
+    for_each_head(w_uk_t_, t_count, [&](int64_t h) {
+      w_uk_t_[static_cast<size_t>(h)].forward(q + h * qk, t_count, q_abs + h * kv_rank_, q_width,
+                                              heads_ * kv_rank_);
+    });
+    attend(meta, cache, cache_layer, q, q_abs);
+    // At decode each head's merge runs in the W_UV region, beside its product: serial after
+    // attention it was ~5 us a layer on the 2-core Zen 5, mostly reading the other core's
+    // accumulators. Prefill merges per token over the threads first (its heads run one by one).
+    const bool merge_per_head = heads_in_parallel(w_uv_, t_count);
+    if (!merge_per_head) {
+      tensor::parallel_for(t_count, 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t)
+          for (int64_t h = 0; h < heads_; ++h) merge(t, h, latent);
+      });
+    }
+    for_each_head(w_uv_, t_count, [&](int64_t h) {
+      if (merge_per_head)
+        for (int64_t t = 0; t < t_count; ++t) merge(t, h, latent);
+      w_uv_[static_cast<size_t>(h)].forward(latent + h * kv_rank_, t_count, o + h * v_dim_,
+                                            heads_ * kv_rank_, heads_ * v_dim_);
     });
   }
-  for_each_head(w_uv_, t_count, [&](int64_t h) {
-    if (merge_per_head)
-      for (int64_t t = 0; t < t_count; ++t) merge(t, h, latent);
-    w_uv_[static_cast<size_t>(h)].forward(latent + h * kv_rank_, t_count, o + h * v_dim_,
-                                          heads_ * kv_rank_, heads_ * v_dim_);
-  });
+  // After the absorbed rows' W_UV (which also wrote the per-head rows, from empty latents).
+  for (size_t s = 0; s < meta.sequences.size(); ++s)
+    if (per_head_count_[s] > 0) {
+      const auto& seq = meta.sequences[s];
+      attend_per_head(seq, seq.first_token, per_head_count_[s], seq.start_pos, cache, cache_layer,
+                      q, o);
+    }
   o_proj_.forward(o, t_count, out);
+}
+
+void MlaAttention::attend_per_head(const StepMeta::Sequence& seq, int64_t r0, int64_t n,
+                                   int64_t pos0, cache::PagedCache& cache, int64_t cache_layer,
+                                   const float* q, float* o) {
+  const int64_t qk = nope_ + rope_dim_;
+  const int64_t q_width = heads_ * qk;
+  const int64_t width = kv_rank_ + rope_dim_;  // a key row: c_kv then k_pe
+  const int64_t head_rows = nope_ + v_dim_;
+  const int64_t ld_kv = heads_ * head_rows;  // expanded key row: per head [k_nope | v]
+  const int64_t ldo = heads_ * v_dim_;
+  const int64_t keys = pos0 + n;  // the last row attends to all of them
+  const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
+  float* rows = scratch_.get(11, static_cast<size_t>(kExpandKeys * width));
+  float* kv = scratch_.get(12, static_cast<size_t>(kExpandKeys * ld_kv));
+  float* keys_t = scratch_.get(13, static_cast<size_t>(heads_ * qk * kExpandKeys));
+  float* run_max = scratch_.get(14, static_cast<size_t>(n * heads_));
+  float* run_sum = scratch_.get(15, static_cast<size_t>(n * heads_));
+  const float* qs = q + r0 * q_width;
+  float* os = o + r0 * ldo;
+  std::fill(run_max, run_max + n * heads_, -std::numeric_limits<float>::infinity());
+  std::fill(run_sum, run_sum + n * heads_, 0.0f);
+  for (int64_t r = 0; r < n; ++r) std::fill(os + r * ldo, os + r * ldo + ldo, 0.0f);
+
+  for (int64_t c0 = 0; c0 < keys; c0 += kExpandKeys) {
+    const int64_t nc = std::min(kExpandKeys, keys - c0);
+    tensor::parallel_for(nc, 16, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j)
+        cache.read_latent(cache_layer, seq.key_slots[static_cast<size_t>(c0 + j)],
+                          rows + j * width);
+    });
+    // k_nope[j, h] = W_UK[h] c_kv[j] and v[j, h] = W_UV[h] c_kv[j], all heads in one region.
+    expand_.clear();
+    for (int64_t h = 0; h < heads_; ++h) {
+      expand_.push_back(
+          {&w_uk_[static_cast<size_t>(h)], rows, nc, kv + h * head_rows, width, ld_kv});
+      expand_.push_back(
+          {&w_uv_[static_cast<size_t>(h)], rows, nc, kv + h * head_rows + nope_, width, ld_kv});
+    }
+    ops::LinearWeight::forward_group(expand_);
+    // Head h's keys transposed, [k_nope; k_pe] × nc, so a tile's scores are one product.
+    tensor::parallel_for(heads_, 1, [&](int64_t h0, int64_t h1) {
+      for (int64_t h = h0; h < h1; ++h) {
+        float* kt = keys_t + h * qk * kExpandKeys;
+        ops::transpose(nc, nope_, kv + h * head_rows, ld_kv, kt, kExpandKeys);
+        ops::transpose(nc, rope_dim_, rows + kv_rank_, width, kt + nope_ * kExpandKeys,
+                       kExpandKeys);
+      }
+    });
+    tensor::parallel_for(heads_ * blocks, 1, [&](int64_t i0, int64_t i1) {
+      float* scores = Scratch::thread_local_buffer(5, static_cast<size_t>(kQueryBlock * kTileKeys));
+      for (int64_t item = i0; item < i1; ++item) {
+        const int64_t h = item / blocks;
+        const int64_t b0 = item % blocks * kQueryBlock;
+        const int64_t nb = std::min(kQueryBlock, n - b0);
+        const int64_t last_pos = pos0 + b0 + nb - 1;
+        for (int64_t j0 = c0; j0 < c0 + nc && j0 <= last_pos; j0 += kTileKeys) {
+          const int64_t nk = std::min(kTileKeys, c0 + nc - j0);
+          ops::gemm(nb, nk, qk, qs + b0 * q_width + h * qk, q_width,
+                    keys_t + h * qk * kExpandKeys + (j0 - c0), kExpandKeys, scores, kTileKeys,
+                    false);
+          for (int64_t r = 0; r < nb; ++r) {
+            float* p = scores + r * kTileKeys;
+            // Causal: row b0 + r sees keys up to its own position.
+            const int64_t visible = std::min(nk, pos0 + b0 + r - j0 + 1);
+            if (visible <= 0) {
+              std::fill(p, p + nk, 0.0f);  // adds exactly nothing to the row's values
+              continue;
+            }
+            float& m = run_max[(b0 + r) * heads_ + h];
+            float& l = run_sum[(b0 + r) * heads_ + h];
+            const float new_max = std::max(m, ops::scale_max(p, visible, softmax_scale_));
+            const float sum = ops::exp_sum(p, visible, new_max);
+            std::fill(p + visible, p + nk, 0.0f);
+            if (m != new_max && l != 0.0f) {
+              const float correction = std::exp(m - new_max);
+              l *= correction;
+              float* out = os + (b0 + r) * ldo + h * v_dim_;
+              for (int64_t i = 0; i < v_dim_; ++i) out[i] *= correction;
+            }
+            l += sum;
+            m = new_max;
+          }
+          ops::gemm(nb, v_dim_, nk, scores, kTileKeys,
+                    kv + (j0 - c0) * ld_kv + h * head_rows + nope_, ld_kv,
+                    os + b0 * ldo + h * v_dim_, ldo, true);
+        }
+      }
+    });
+  }
+  tensor::parallel_for(n, 4, [&](int64_t r0_, int64_t r1_) {
+    for (int64_t r = r0_; r < r1_; ++r)
+      for (int64_t h = 0; h < heads_; ++h) {
+        const float inv = 1.0f / run_sum[r * heads_ + h];
+        float* out = os + r * ldo + h * v_dim_;
+        for (int64_t i = 0; i < v_dim_; ++i) out[i] *= inv;
+      }
+  });
 }
 
 void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer,
@@ -227,6 +353,9 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
   token_first_item_.resize(static_cast<size_t>(t_count) + 1);
   for (int64_t t = 0; t < t_count; ++t) {
     token_first_item_[static_cast<size_t>(t)] = static_cast<int64_t>(item_token_.size());
+    const auto& owner = meta.sequences[static_cast<size_t>(meta.token_seq[t])];
+    if (t - owner.first_token < per_head_count_[static_cast<size_t>(meta.token_seq[t])])
+      continue;  // attend_per_head's (no items: merge leaves its latent zero)
     const int64_t keys = key_count(meta, t), seg = segment_keys(keys);
     const int64_t segments = (keys + seg - 1) / seg;
     for (int64_t s = 0; s < segments; ++s) item_token_.push_back(t);

@@ -1,8 +1,12 @@
 #pragma once
-// Multi-head latent attention with the DSA indexer (MODEL_SPEC §2.2-2.6), in the absorbed form
-// over the latent cache for prefill and decode alike: q_nope is mapped into the latent space
-// through W_UK, scores read the cached c_kv and k_pe, and the latent output goes back out
-// through W_UV. When the indexer selected keys, only those rows are gathered.
+// Multi-head latent attention with the DSA indexer (MODEL_SPEC §2.2-2.6). Decode (and any row
+// the per-head form does not take) runs the absorbed form over the latent cache: q_nope is
+// mapped into the latent space through W_UK, scores read the cached c_kv and k_pe, and the
+// latent output goes back out through W_UV; when the indexer selected keys, only those rows are
+// gathered. A prompt chunk's rows that attend to every earlier key run the per-head form, as
+// the reference's naive mode does: the keys are expanded through W_UK and W_UV once per chunk,
+// and each score and value sum runs over qk_nope + rope and v_head columns instead of kv_rank +
+// rope and kv_rank (160 against 544 on bench-moe, 640 against 2176 at GLM-5's widths).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,6 +52,12 @@ class MlaAttention {
   // run_sum_ and run_acc_; merge() combines a token's items.
   void attend(const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer, const float* q,
               const float* q_abs);
+  // Rows [r0, r0 + n) of the step, tokens of `seq` at positions pos0 .. pos0 + n - 1 that each
+  // attend to every earlier key, in the per-head form: keys expanded kExpandKeys at a time,
+  // then per (head, block of kQueryBlock rows) an online softmax over 64-key tiles; o's rows
+  // of this rank's heads are written.
+  void attend_per_head(const StepMeta::Sequence& seq, int64_t r0, int64_t n, int64_t pos0,
+                       cache::PagedCache& cache, int64_t cache_layer, const float* q, float* o);
   // latent[t, h] from token t's work items, merged in segment order.
   void merge(int64_t t, int64_t h, float* latent) const;
   // Keys token row t attends to: its selection, or every causal key.
@@ -65,6 +75,10 @@ class MlaAttention {
   // Keys per work item of a token with `keys` keys: a function of the token's own key count,
   // so results do not depend on the batch or the thread count.
   static int64_t segment_keys(int64_t keys);
+  // The per-head form's query rows per work item, and keys expanded at a time (their K and V
+  // for all of this rank's heads: 256 × 16 × 128 floats, 2 MiB, on bench-moe).
+  static constexpr int64_t kQueryBlock = 64;
+  static constexpr int64_t kExpandKeys = 256;
   // How far ahead of the gather a key row is prefetched (8 rows of 576 B at bench-moe's width).
   static constexpr int64_t kPrefetchKeys = 8;
 
@@ -77,6 +91,10 @@ class MlaAttention {
   std::vector<ops::LinearProduct> of_x_, of_qr_;  // a step's products of x and of qr
   std::vector<ops::LinearWeight> w_uk_t_;         // per head: [kv_rank, nope] = W_UK[h]ᵀ
   std::vector<ops::LinearWeight> w_uv_;           // per head: [v_dim, kv_rank]
+  std::vector<ops::LinearWeight> w_uk_;           // per head: [nope, kv_rank], per-head form only
+  int64_t per_head_min_tokens_ = 0;               // 0: the per-head form is off
+  std::vector<int64_t> per_head_count_;           // this step's per-head rows of each sequence
+  std::vector<ops::LinearProduct> expand_;        // a key chunk's W_UK and W_UV products
   std::unique_ptr<Indexer> indexer_;
   std::vector<std::vector<int32_t>> selected_;
   std::vector<int64_t> item_token_, token_first_item_;  // attend's work items, reused per step

@@ -45,6 +45,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   wo.activations =
       options.dtype == DType::kF32 ? ops::ActivationPrecision::kExact : options.activations;
   wo.check_finite = options.check_weights;
+  wo.per_head_prefill_min_tokens =
+      options.batch_invariant ? 0 : std::max<int64_t>(0, options.per_head_prefill_min_tokens);
   const WeightLoader weights(checkpoint, options.dtype, wo);
   const int64_t vocab_part = (c.vocab_size + tp - 1) / tp;
   m->vocab_begin_ = std::min(c.vocab_size, m->tp_rank_ * vocab_part);

@@ -37,6 +37,10 @@ struct LoadOptions {
   // --activations: how bf16 / FP8 weights take their inputs (ops::ActivationPrecision): exact,
   // or rounded to bf16 in prefill-sized products; f32 runs are always exact.
   ops::ActivationPrecision activations = ops::ActivationPrecision::kExact;
+  // A sequence's prompt chunk of at least this many tokens (of those that attend to every
+  // earlier key) attends per head: keys expanded through kv_b, 160 columns a key and head on
+  // bench-moe against the absorbed form's 544 (MlaAttention). Not under batch_invariant.
+  int64_t per_head_prefill_min_tokens = 128;
 };
 
 class Model {

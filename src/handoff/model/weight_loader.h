@@ -27,6 +27,9 @@ struct WeightLoaderOptions {
   // Scan every loaded tensor for NaN / Inf (InputError naming file and tensor): one NaN in a
   // norm weight turns every logit into NaN, and greedy decoding then emits token 0 forever.
   bool check_finite = true;
+  // Prompt chunks of at least this many tokens of one sequence, attending densely, attend per
+  // head (MlaAttention), which then also holds W_UK[h]; 0: never. Row-independent runs never do.
+  int64_t per_head_prefill_min_tokens = 0;
 };
 
 class WeightLoader {
@@ -36,6 +39,7 @@ class WeightLoader {
       : checkpoint_(checkpoint), dtype_(dtype), options_(options) {}
 
   tensor::DType dtype() const { return dtype_; }
+  const WeightLoaderOptions& options() const { return options_; }
   const Checkpoint& checkpoint() const { return checkpoint_; }
 
   ops::LinearWeight linear(const std::string& name, const tensor::Shape& shape) const {

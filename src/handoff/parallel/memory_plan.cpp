@@ -196,6 +196,12 @@ RankMemory rank_memory(const model::ModelConfig& c, const Plan& plan, const Memo
                                                  kBF16Bytes))
           kv_b = add(kv_b, w.unquantised(mul(c.qk_nope_head_dim, c.kv_lora_rank)) -
                                mul(c.qk_nope_head_dim, c.kv_lora_rank));
+    // W_UK[h] once more, for prompt chunks attended per head: every run but f32's, which the
+    // engine runs batch-invariant (model::LoadOptions::per_head_prefill_min_tokens).
+    if (o.weights != WeightDtype::kF32)
+      for (int64_t h = h0; h < h0 + heads; ++h)
+        kv_b = add(kv_b,
+                   w.linear(h * head_rows, h * head_rows + c.qk_nope_head_dim, 0, c.kv_lora_rank));
     acc.add_to("attention_heads",
                add(add(w.linear(h0 * qk, (h0 + heads) * qk, 0, c.q_lora_rank),
                        w.linear(0, d, h0 * c.v_head_dim, (h0 + heads) * c.v_head_dim)),
