@@ -41,9 +41,10 @@ std::vector<MatrixEntry> parallel_matrix() {
 
 std::unique_ptr<model::Model> load_rank_f32(const std::string& model_dir,
                                             const parallel::ParallelOptions& options,
-                                            comm::Communicator& comm) {
+                                            comm::Communicator& comm, int64_t per_head_min_tokens) {
   model::LoadOptions load;
   load.dtype = tensor::DType::kF32;
+  load.per_head_prefill_min_tokens = per_head_min_tokens;
   load.parallel = options;
   load.comm = &comm;
   return model::Model::load(model_dir, load);
@@ -52,13 +53,14 @@ std::unique_ptr<model::Model> load_rank_f32(const std::string& model_dir,
 engine::GenerationResult run_parallel_teacher_forced(const std::string& model_dir,
                                                      const parallel::ParallelOptions& options,
                                                      const std::vector<int32_t>& prompt,
-                                                     const std::vector<int32_t>& forced) {
+                                                     const std::vector<int32_t>& forced,
+                                                     int64_t per_head_min_tokens) {
   engine::GenerationResult root_result;
   std::mutex mutex;
   const int root = (options.pp - 1) * options.tp;
   runtime::run_ranks(runtime::Backend::kLocal, options.tp, options.pp, std::chrono::seconds(60),
                      [&](comm::Communicator& comm) {
-                       auto model = load_rank_f32(model_dir, options, comm);
+                       auto model = load_rank_f32(model_dir, options, comm, per_head_min_tokens);
                        engine::GenerationOptions go;
                        go.max_new_tokens = static_cast<int64_t>(forced.size());
                        go.record = true;

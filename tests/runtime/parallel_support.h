@@ -25,16 +25,18 @@ inline void PrintTo(const MatrixEntry& entry, std::ostream* os) { *os << entry.n
 // {keep,guard}: SP needs tp > 1; boundary and policy apply only with pp > 1 and SP on.
 std::vector<MatrixEntry> parallel_matrix();
 
-// This rank's part of the model at f32.
+// This rank's part of the model at f32 (per_head_min_tokens: model::LoadOptions').
 std::unique_ptr<model::Model> load_rank_f32(const std::string& model_dir,
                                             const parallel::ParallelOptions& options,
-                                            comm::Communicator& comm);
+                                            comm::Communicator& comm,
+                                            int64_t per_head_min_tokens = 128);
 
 // Teacher-forced generation on all ranks; returns the sampling rank's result.
 engine::GenerationResult run_parallel_teacher_forced(const std::string& model_dir,
                                                      const parallel::ParallelOptions& options,
                                                      const std::vector<int32_t>& prompt,
-                                                     const std::vector<int32_t>& forced);
+                                                     const std::vector<int32_t>& forced,
+                                                     int64_t per_head_min_tokens = 128);
 
 struct StepMeasurement {
   std::vector<comm::CommCounts> counts;  // per world rank, for one prefill forward

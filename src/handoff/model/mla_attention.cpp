@@ -232,6 +232,19 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
                                             heads_ * kv_rank_, heads_ * v_dim_);
     });
   }
+  if (per_head_rows > 0) {
+    // The absorbed form's work-item buffers at the size all rows would need: the profiling
+    // pass (one long prompt, all per head) must still grow them to their peak, so that a later
+    // step of as many absorbed rows does not allocate.
+    int64_t items = 0;
+    for (int64_t t = 0; t < t_count; ++t) {
+      const int64_t keys = key_count(meta, t), seg = segment_keys(keys);
+      items += (keys + seg - 1) / seg;
+    }
+    scratch_.get(7, static_cast<size_t>(items * heads_));
+    scratch_.get(8, static_cast<size_t>(items * heads_));
+    scratch_.get(9, static_cast<size_t>(items * heads_ * kv_rank_));
+  }
   // After the absorbed rows' W_UV (which also wrote the per-head rows, from empty latents).
   for (size_t s = 0; s < meta.sequences.size(); ++s)
     if (per_head_count_[s] > 0) {
