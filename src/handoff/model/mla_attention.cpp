@@ -195,44 +195,54 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
   }
 
   // A sequence's leading rows that attend to every earlier key (no selection) take the
-  // per-head form when there are enough of them to pay for expanding their keys.
+  // per-head form when there are enough of them to pay for expanding their keys. The others
+  // lie in [lo, hi): a served step puts running sequences' decode rows first and new prompts'
+  // chunks last, so the span usually leaves the per-head rows out of the absorbed products.
   per_head_count_.assign(meta.sequences.size(), 0);
-  int64_t per_head_rows = 0;
-  if (per_head_min_tokens_ > 0)
-    for (size_t s = 0; s < meta.sequences.size(); ++s) {
-      const auto& seq = meta.sequences[s];
-      int64_t n = 0;
+  int64_t lo = t_count, hi = 0;
+  for (size_t s = 0; s < meta.sequences.size(); ++s) {
+    const auto& seq = meta.sequences[s];
+    int64_t n = 0;
+    if (per_head_min_tokens_ > 0)
       while (n < seq.num_tokens && selected_[static_cast<size_t>(seq.first_token + n)].empty()) ++n;
-      if (n < per_head_min_tokens_) continue;
-      per_head_count_[s] = n;
-      per_head_rows += n;
+    if (n < per_head_min_tokens_) n = 0;
+    per_head_count_[s] = n;
+    if (n < seq.num_tokens) {
+      lo = std::min(lo, seq.first_token + n);
+      hi = std::max(hi, seq.first_token + seq.num_tokens);
     }
+  }
 
-  if (per_head_rows < t_count) {
+  if (lo < hi) {
+    const int64_t rows = hi - lo;
+    const float* q_lo = q + lo * q_width;
+    float* q_abs_lo = q_abs + lo * heads_ * kv_rank_;
+    float* latent_lo = latent + lo * heads_ * kv_rank_;
+    float* o_lo = o + lo * heads_ * v_dim_;
     // Absorb W_UK into the query: q_abs[t, h] = W_UK[h]ᵀ q_nope[t, h].
-    for_each_head(w_uk_t_, t_count, [&](int64_t h) {
-      w_uk_t_[static_cast<size_t>(h)].forward(q + h * qk, t_count, q_abs + h * kv_rank_, q_width,
+    for_each_head(w_uk_t_, rows, [&](int64_t h) {
+      w_uk_t_[static_cast<size_t>(h)].forward(q_lo + h * qk, rows, q_abs_lo + h * kv_rank_, q_width,
                                               heads_ * kv_rank_);
     });
     attend(meta, cache, cache_layer, q, q_abs);
     // At decode each head's merge runs in the W_UV region, beside its product: serial after
     // attention it was ~5 us a layer on the 2-core Zen 5, mostly reading the other core's
     // accumulators. Prefill merges per token over the threads first (its heads run one by one).
-    const bool merge_per_head = heads_in_parallel(w_uv_, t_count);
+    const bool merge_per_head = heads_in_parallel(w_uv_, rows);
     if (!merge_per_head) {
-      tensor::parallel_for(t_count, 1, [&](int64_t t0, int64_t t1) {
-        for (int64_t t = t0; t < t1; ++t)
+      tensor::parallel_for(rows, 1, [&](int64_t t0, int64_t t1) {
+        for (int64_t t = lo + t0; t < lo + t1; ++t)
           for (int64_t h = 0; h < heads_; ++h) merge(t, h, latent);
       });
     }
-    for_each_head(w_uv_, t_count, [&](int64_t h) {
+    for_each_head(w_uv_, rows, [&](int64_t h) {
       if (merge_per_head)
-        for (int64_t t = 0; t < t_count; ++t) merge(t, h, latent);
-      w_uv_[static_cast<size_t>(h)].forward(latent + h * kv_rank_, t_count, o + h * v_dim_,
+        for (int64_t t = lo; t < hi; ++t) merge(t, h, latent);
+      w_uv_[static_cast<size_t>(h)].forward(latent_lo + h * kv_rank_, rows, o_lo + h * v_dim_,
                                             heads_ * kv_rank_, heads_ * v_dim_);
     });
   }
-  if (per_head_rows > 0) {
+  if (lo > 0 || hi < t_count) {
     // The absorbed form's work-item buffers at the size all rows would need: the profiling
     // pass (one long prompt, all per head) must still grow them to their peak, so that a later
     // step of as many absorbed rows does not allocate.
@@ -245,19 +255,18 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
     scratch_.get(8, static_cast<size_t>(items * heads_));
     scratch_.get(9, static_cast<size_t>(items * heads_ * kv_rank_));
   }
-  // After the absorbed rows' W_UV (which also wrote the per-head rows, from empty latents).
+  // After the absorbed rows' W_UV, which wrote the per-head rows inside [lo, hi) from empty
+  // latents.
   for (size_t s = 0; s < meta.sequences.size(); ++s)
-    if (per_head_count_[s] > 0) {
-      const auto& seq = meta.sequences[s];
-      attend_per_head(seq, seq.first_token, per_head_count_[s], seq.start_pos, cache, cache_layer,
-                      q, o);
-    }
+    if (per_head_count_[s] > 0)
+      attend_per_head(meta.sequences[s], per_head_count_[s], cache, cache_layer, q, o);
   o_proj_.forward(o, t_count, out);
 }
 
-void MlaAttention::attend_per_head(const StepMeta::Sequence& seq, int64_t r0, int64_t n,
-                                   int64_t pos0, cache::PagedCache& cache, int64_t cache_layer,
-                                   const float* q, float* o) {
+void MlaAttention::attend_per_head(const StepMeta::Sequence& seq, int64_t n,
+                                   cache::PagedCache& cache, int64_t cache_layer, const float* q,
+                                   float* o) {
+  const int64_t pos0 = seq.start_pos;
   const int64_t qk = nope_ + rope_dim_;
   const int64_t q_width = heads_ * qk;
   const int64_t width = kv_rank_ + rope_dim_;  // a key row: c_kv then k_pe
@@ -271,8 +280,8 @@ void MlaAttention::attend_per_head(const StepMeta::Sequence& seq, int64_t r0, in
   float* keys_t = scratch_.get(13, static_cast<size_t>(heads_ * qk * kExpandKeys));
   float* run_max = scratch_.get(14, static_cast<size_t>(n * heads_));
   float* run_sum = scratch_.get(15, static_cast<size_t>(n * heads_));
-  const float* qs = q + r0 * q_width;
-  float* os = o + r0 * ldo;
+  const float* qs = q + seq.first_token * q_width;
+  float* os = o + seq.first_token * ldo;
   std::fill(run_max, run_max + n * heads_, -std::numeric_limits<float>::infinity());
   std::fill(run_sum, run_sum + n * heads_, 0.0f);
   for (int64_t r = 0; r < n; ++r) std::fill(os + r * ldo, os + r * ldo + ldo, 0.0f);
@@ -343,8 +352,8 @@ void MlaAttention::attend_per_head(const StepMeta::Sequence& seq, int64_t r0, in
       }
     });
   }
-  tensor::parallel_for(n, 4, [&](int64_t r0_, int64_t r1_) {
-    for (int64_t r = r0_; r < r1_; ++r)
+  tensor::parallel_for(n, 4, [&](int64_t t0, int64_t t1) {
+    for (int64_t r = t0; r < t1; ++r)
       for (int64_t h = 0; h < heads_; ++h) {
         const float inv = 1.0f / run_sum[r * heads_ + h];
         float* out = os + r * ldo + h * v_dim_;

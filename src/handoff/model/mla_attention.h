@@ -52,12 +52,11 @@ class MlaAttention {
   // run_sum_ and run_acc_; merge() combines a token's items.
   void attend(const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer, const float* q,
               const float* q_abs);
-  // Rows [r0, r0 + n) of the step, tokens of `seq` at positions pos0 .. pos0 + n - 1 that each
-  // attend to every earlier key, in the per-head form: keys expanded kExpandKeys at a time,
-  // then per (head, block of kQueryBlock rows) an online softmax over 64-key tiles; o's rows
-  // of this rank's heads are written.
-  void attend_per_head(const StepMeta::Sequence& seq, int64_t r0, int64_t n, int64_t pos0,
-                       cache::PagedCache& cache, int64_t cache_layer, const float* q, float* o);
+  // The first n rows of `seq` in the step, each attending to every earlier key, in the
+  // per-head form: keys expanded kExpandKeys at a time, then per (head, block of kQueryBlock
+  // rows) an online softmax over 64-key tiles; o's rows of this rank's heads are written.
+  void attend_per_head(const StepMeta::Sequence& seq, int64_t n, cache::PagedCache& cache,
+                       int64_t cache_layer, const float* q, float* o);
   // latent[t, h] from token t's work items, merged in segment order.
   void merge(int64_t t, int64_t h, float* latent) const;
   // Keys token row t attends to: its selection, or every causal key.
