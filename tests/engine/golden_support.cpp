@@ -80,4 +80,16 @@ double max_abs_diff(const std::vector<std::vector<float>>& ours, const nlohmann:
   return worst;
 }
 
+double max_abs_diff(const std::vector<std::vector<float>>& a,
+                    const std::vector<std::vector<float>>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double worst = 0.0;
+  for (size_t r = 0; r < a.size(); ++r) {
+    if (a[r].size() != b[r].size()) return INFINITY;
+    for (size_t i = 0; i < a[r].size(); ++i)
+      worst = std::max<double>(worst, std::fabs(a[r][i] - b[r][i]));
+  }
+  return worst;
+}
+
 }  // namespace handoff::testing

@@ -38,5 +38,8 @@ std::filesystem::path write_golden_variant(
         edit_tensor);
 
 double max_abs_diff(const std::vector<std::vector<float>>& ours, const nlohmann::json& golden);
+// The same between two runs of ours (infinity when their shapes differ).
+double max_abs_diff(const std::vector<std::vector<float>>& a,
+                    const std::vector<std::vector<float>>& b);
 
 }  // namespace handoff::testing

@@ -30,16 +30,6 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, size_t n) {
   return out;
 }
 
-double worst_diff(const std::vector<std::vector<float>>& a,
-                  const std::vector<std::vector<float>>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t r = 0; r < std::min(a.size(), b.size()); ++r)
-    for (size_t i = 0; i < a[r].size(); ++i)
-      worst = std::max<double>(worst, std::fabs(a[r][i] - b[r][i]));
-  return worst;
-}
-
 TEST(PerHeadPrefill, EqualsTheAbsorbedFormOnLongPrompts) {
   const auto dir = dense_variant();
   std::mt19937 rng(7);
@@ -60,10 +50,10 @@ TEST(PerHeadPrefill, EqualsTheAbsorbedFormOnLongPrompts) {
       SCOPED_TRACE("chunk " + std::to_string(chunk));
       const auto a = run_teacher_forced(*absorbed, prompt, chunk);
       const auto b = run_teacher_forced(*per_head, prompt, chunk);
-      const double prefill = worst_diff(a.prefill_logits, b.prefill_logits);
+      const double prefill = max_abs_diff(a.prefill_logits, b.prefill_logits);
       EXPECT_LE(prefill, tolerance);
       EXPECT_GT(prefill, 0.0) << "the per-head form did not run";
-      EXPECT_LE(worst_diff(a.decode_logits, b.decode_logits), tolerance);
+      EXPECT_LE(max_abs_diff(a.decode_logits, b.decode_logits), tolerance);
       EXPECT_EQ(a.indexer_topk_prefill, b.indexer_topk_prefill);
     }
   }
@@ -106,14 +96,14 @@ TEST(PerHeadPrefill, MixedStepsEqualEachSequenceAlone) {
   const auto alone_c = rows(model->forward({step_c}, cache), 0, 1);
 
   const auto around = model->forward({step_a, step_b, step_c}, cache);
-  EXPECT_LE(worst_diff(rows(around, 0, 1), alone_a), 1e-4);
-  EXPECT_LE(worst_diff(rows(around, 1, 200), alone_b), 1e-4);
-  EXPECT_LE(worst_diff(rows(around, 201, 1), alone_c), 1e-4);
+  EXPECT_LE(max_abs_diff(rows(around, 0, 1), alone_a), 1e-4);
+  EXPECT_LE(max_abs_diff(rows(around, 1, 200), alone_b), 1e-4);
+  EXPECT_LE(max_abs_diff(rows(around, 201, 1), alone_c), 1e-4);
 
   const auto before = model->forward({step_a, step_c, step_b}, cache);
-  EXPECT_LE(worst_diff(rows(before, 0, 1), alone_a), 1e-4);
-  EXPECT_LE(worst_diff(rows(before, 1, 1), alone_c), 1e-4);
-  EXPECT_LE(worst_diff(rows(before, 2, 200), alone_b), 1e-4);
+  EXPECT_LE(max_abs_diff(rows(before, 0, 1), alone_a), 1e-4);
+  EXPECT_LE(max_abs_diff(rows(before, 1, 1), alone_c), 1e-4);
+  EXPECT_LE(max_abs_diff(rows(before, 2, 200), alone_b), 1e-4);
   std::filesystem::remove_all(dir);
 }
 
