@@ -23,12 +23,19 @@ nlohmann::json golden_json(const std::string& name) {
 model::ModelConfig config_of(const nlohmann::json& j) { return model::parse_config(j, "test"); }
 
 // dsv32_tiny_sparse: hidden 64, 4 layers (layer 0 dense, intermediate 128), 4 heads, q/kv LoRA
-// 32/32, nope/rope 16/8, v 16, 8 experts of 32 + 1 shared, indexer 4 x 16, vocab 256.
-model::ModelConfig tiny() { return config_of(golden_json("dsv32_tiny_sparse")); }
+// 32/32, nope/rope 16/8, v 16, 8 experts of 32 + 1 shared, indexer 4 x 16, vocab 256; index_topk
+// as the published models' (2048), so that prompt rows can take the per-head form (its own
+// index_topk leaves too few rows for it; WUkHeldAgainOnlyWhereThePerHeadFormCanRun).
+nlohmann::json tiny_json() {
+  nlohmann::json j = golden_json("dsv32_tiny_sparse");
+  j["index_topk"] = 2048;
+  return j;
+}
+model::ModelConfig tiny() { return config_of(tiny_json()); }
 
 // Every dimension off the 128 grid, and tp = 2 slices that end inside a block.
 model::ModelConfig odd() {
-  nlohmann::json j = golden_json("dsv32_tiny_sparse");
+  nlohmann::json j = tiny_json();
   j["hidden_size"] = 200;
   j["num_hidden_layers"] = 2;
   j["first_k_dense_replace"] = 1;
@@ -123,6 +130,26 @@ TEST(MemoryPlan, Bf16RanksSumToTheSingleRankTotalPlusReplicatedCopies) {
   EXPECT_EQ(part(r3, "lm_head"), vocab / 2);
 }
 
+TEST(MemoryPlan, WUkHeldAgainOnlyWhereThePerHeadFormCanRun) {
+  // The per-head form needs 128 leading rows of a sequence that attend to every earlier key;
+  // on a DSA model only positions below index_topk do, so the golden's own index_topk (under
+  // 128) leaves it no rows, and W_UK[h] (4 layers x 4 heads x [16, 32] in bf16) is not held.
+  const nlohmann::json own = golden_json("dsv32_tiny_sparse");
+  ASSERT_LT(own["index_topk"].get<int64_t>(), 128);
+  const int64_t uk = 4 * 4 * 16 * 32 * 2;
+  EXPECT_EQ(memory(config_of(own), 1, 1).ranks[0].weight_bytes,
+            memory(tiny(), 1, 1).ranks[0].weight_bytes - uk);
+  nlohmann::json at_threshold = own;
+  at_threshold["index_topk"] = 128;
+  EXPECT_EQ(memory(config_of(at_threshold), 1, 1).ranks[0].weight_bytes,
+            memory(tiny(), 1, 1).ranks[0].weight_bytes);
+  // f32 runs batch-invariant, without the form, whatever index_topk is.
+  MemoryOptions f32;
+  f32.weights = WeightDtype::kF32;
+  EXPECT_EQ(memory(config_of(own), 1, 1, f32).ranks[0].weight_bytes,
+            memory(tiny(), 1, 1, f32).ranks[0].weight_bytes);
+}
+
 TEST(MemoryPlan, VocabRowsSplitCeilWithAShortLastRank) {
   nlohmann::json j = golden_json("dsv32_tiny_sparse");
   j["vocab_size"] = 250;  // ceil(250 / 4) = 63 rows: 63, 63, 63, 61
@@ -206,12 +233,9 @@ TEST(MemoryPlan, ScalesMatchTheFp8GoldenCheckpoint) {
   MemoryOptions f8;
   f8.weights = WeightDtype::kFp8;
   const RankMemory q = memory(c, 1, 1, f8).ranks[0];
-  // Beyond the checkpoint's: W_UK[h] held once more for the per-head form, each head's rows
-  // inside one block of rows and kv_lora_rank one block of columns.
-  ASSERT_LE(c.kv_lora_rank, 128);
-  ASSERT_EQ(128 % (c.qk_nope_head_dim + c.v_head_dim), 0);
-  const int64_t uk_copies = c.num_hidden_layers * c.num_attention_heads;
-  EXPECT_EQ(q.scale_bytes, scales + uk_copies * 4);
+  // Its index_topk (16) leaves the per-head form no rows, so no W_UK[h] is held beyond them.
+  ASSERT_LT(c.index_topk, 128);
+  EXPECT_EQ(q.scale_bytes, scales);
   // Everything else: embedding and lm_head bf16, W_UK^T in bf16 (qk_nope 32 pads to a
   // 128-column block: a second byte per weight), router and weights_proj in bf16 as published
   // (this golden stores them f32, which the engine then holds), and the f32 norms, router bias
@@ -228,8 +252,7 @@ TEST(MemoryPlan, ScalesMatchTheFp8GoldenCheckpoint) {
   }
   EXPECT_EQ(q.weight_bytes,
             scales + fp8_weights + 2 * bf16_parts + 4 * f32_parts +
-                c.num_hidden_layers * c.num_attention_heads * c.qk_nope_head_dim * c.kv_lora_rank +
-                uk_copies * (c.qk_nope_head_dim * c.kv_lora_rank + 4));
+                c.num_hidden_layers * c.num_attention_heads * c.qk_nope_head_dim * c.kv_lora_rank);
 }
 
 TEST(MemoryPlan, CacheBytesPerTokenForEveryDtype) {

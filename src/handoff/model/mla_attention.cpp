@@ -42,6 +42,10 @@ void for_each_head(const std::vector<ops::LinearWeight>& per_head, int64_t rows,
 
 }  // namespace
 
+bool MlaAttention::uses_per_head_form(const ModelConfig& config, int64_t min_tokens) {
+  return min_tokens > 0 && (!config.has_indexer || config.index_topk >= min_tokens);
+}
+
 MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weights, int64_t layer,
                            HeadRange heads, LayerScratch& scratch)
     : hidden_(config.hidden_size),
@@ -55,7 +59,10 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
       softmax_scale_(static_cast<float>(config.softmax_scale())),
       interleaved_(config.rope_interleave),
       rope_(config.rope_inv_freq()),
-      per_head_min_tokens_(weights.options().per_head_prefill_min_tokens),
+      per_head_min_tokens_(
+          uses_per_head_form(config, weights.options().per_head_prefill_min_tokens)
+              ? weights.options().per_head_prefill_min_tokens
+              : 0),
       scratch_(scratch.attention) {
   const std::string p = fmt::format("model.layers.{}.self_attn.", layer);
   const int64_t all_heads = config.num_attention_heads;

@@ -39,6 +39,11 @@ class MlaAttention {
   // FP8 where that row is smaller than in the compute dtype (`dense_elem` bytes a weight).
   static bool keeps_uk_t_fp8(int64_t row0, int64_t nope, int64_t block, int64_t dense_elem);
 
+  // Whether any prompt row can take the per-head form, which needs `min_tokens` leading rows of
+  // a sequence that attend to every earlier key (0: the form is off). On a DSA model only
+  // positions below index_topk do, so with index_topk under min_tokens W_UK[h] is not held again.
+  static bool uses_per_head_form(const ModelConfig& config, int64_t min_tokens);
+
   // x: the normed input [T, D]. out [T, D]: o_proj over this rank's heads (a partial sum when
   // heads are split across ranks; the caller owns the reduction).
   void forward(const float* x, const StepMeta& meta, cache::PagedCache& cache, int64_t cache_layer,

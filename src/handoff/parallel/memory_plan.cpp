@@ -5,6 +5,7 @@
 
 #include "handoff/error.h"
 #include "handoff/model/mla_attention.h"
+#include "handoff/model/model.h"
 
 namespace handoff::parallel {
 
@@ -197,8 +198,11 @@ RankMemory rank_memory(const model::ModelConfig& c, const Plan& plan, const Memo
           kv_b = add(kv_b, w.unquantised(mul(c.qk_nope_head_dim, c.kv_lora_rank)) -
                                mul(c.qk_nope_head_dim, c.kv_lora_rank));
     // W_UK[h] once more, for prompt chunks attended per head: every run but f32's, which the
-    // engine runs batch-invariant (model::LoadOptions::per_head_prefill_min_tokens).
-    if (o.weights != WeightDtype::kF32)
+    // engine runs batch-invariant (model::LoadOptions::per_head_prefill_min_tokens), and but a
+    // DSA model's whose index_topk leaves too few rows for the form.
+    if (o.weights != WeightDtype::kF32 &&
+        model::MlaAttention::uses_per_head_form(
+            c, model::LoadOptions{}.per_head_prefill_min_tokens))
       for (int64_t h = h0; h < h0 + heads; ++h)
         kv_b = add(kv_b,
                    w.linear(h * head_rows, h * head_rows + c.qk_nope_head_dim, 0, c.kv_lora_rank));
