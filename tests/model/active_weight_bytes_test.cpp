@@ -1,11 +1,13 @@
-// The roofline's denominator, Model::active_weight_bytes_per_token: a decode step attending at
-// most index_topk keys selects them all, so it reads none of the indexer's query weights.
+// Weight bytes. The roofline's denominator, Model::active_weight_bytes_per_token: a decode step
+// attending at most index_topk keys selects them all, so it reads none of the indexer's query
+// weights. And what MLA holds: W_UK[h] a second time only where the per-head form can run.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "handoff/model/checkpoint.h"
 #include "handoff/model/config.h"
+#include "handoff/model/mla_attention.h"
 #include "handoff/model/model.h"
 #include "handoff/model/weight_loader.h"
 #include "test_util.h"
@@ -57,6 +59,29 @@ TEST(ActiveWeightBytes, IndexerQueryWeightsCountOnlyBeyondIndexTopk) {
     EXPECT_EQ(beyond - at_topk,
               static_cast<size_t>(config.num_hidden_layers) * (wq_b + weights_proj));
   }
+}
+
+// W_UK[h] is held a second time only where the per-head form can take rows: with a threshold
+// above the golden's index_topk (16) no run of densely attending rows reaches it.
+TEST(ActiveWeightBytes, WUkHeldAgainOnlyWhereThePerHeadFormCanRun) {
+  const std::string dir = testing::golden_dir("dsv32_small_bf16");
+  const ModelConfig config = load_config(dir + "/config.json");
+  ASSERT_TRUE(config.has_indexer);
+  const Checkpoint ck = Checkpoint::open(dir, config, false);
+  auto attention_bytes = [&](int64_t min_tokens) {
+    WeightLoaderOptions options;
+    options.per_head_prefill_min_tokens = min_tokens;
+    const WeightLoader weights(ck, DType::kBF16, options);
+    LayerScratch scratch;
+    const MlaAttention attention(config, weights, 0, {0, config.num_attention_heads}, scratch);
+    return weights.linear_bytes();
+  };
+  const size_t off = attention_bytes(0);
+  const auto uk = static_cast<size_t>(config.num_attention_heads * config.qk_nope_head_dim *
+                                      config.kv_lora_rank * 2);
+  EXPECT_EQ(attention_bytes(config.index_topk), off + uk);
+  EXPECT_EQ(attention_bytes(config.index_topk + 1), off);
+  EXPECT_EQ(attention_bytes(128), off);
 }
 
 }  // namespace

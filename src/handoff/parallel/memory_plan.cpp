@@ -197,9 +197,9 @@ RankMemory rank_memory(const model::ModelConfig& c, const Plan& plan, const Memo
                                                  kBF16Bytes))
           kv_b = add(kv_b, w.unquantised(mul(c.qk_nope_head_dim, c.kv_lora_rank)) -
                                mul(c.qk_nope_head_dim, c.kv_lora_rank));
-    // W_UK[h] once more, for prompt chunks attended per head: every run but f32's, which the
-    // engine runs batch-invariant (model::LoadOptions::per_head_prefill_min_tokens), and but a
-    // DSA model's whose index_topk leaves too few rows for the form.
+    // W_UK[h] once more, for prompt chunks attended per head: not at f32, which the engine runs
+    // batch-invariant (model::LoadOptions::per_head_prefill_min_tokens), nor where a DSA
+    // model's index_topk leaves the form too few rows.
     if (o.weights != WeightDtype::kF32 &&
         model::MlaAttention::uses_per_head_form(
             c, model::LoadOptions{}.per_head_prefill_min_tokens))
