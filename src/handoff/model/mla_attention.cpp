@@ -59,10 +59,9 @@ MlaAttention::MlaAttention(const ModelConfig& config, const WeightLoader& weight
       softmax_scale_(static_cast<float>(config.softmax_scale())),
       interleaved_(config.rope_interleave),
       rope_(config.rope_inv_freq()),
-      per_head_min_tokens_(
-          uses_per_head_form(config, weights.options().per_head_prefill_min_tokens)
-              ? weights.options().per_head_prefill_min_tokens
-              : 0),
+      per_head_min_tokens_(uses_per_head_form(config, weights.options().per_head_prefill_min_tokens)
+                               ? weights.options().per_head_prefill_min_tokens
+                               : 0),
       scratch_(scratch.attention) {
   const std::string p = fmt::format("model.layers.{}.self_attn.", layer);
   const int64_t all_heads = config.num_attention_heads;

@@ -200,9 +200,8 @@ RankMemory rank_memory(const model::ModelConfig& c, const Plan& plan, const Memo
     // W_UK[h] once more, for prompt chunks attended per head: not at f32, which the engine runs
     // batch-invariant (model::LoadOptions::per_head_prefill_min_tokens), nor where a DSA
     // model's index_topk leaves the form too few rows.
-    if (o.weights != WeightDtype::kF32 &&
-        model::MlaAttention::uses_per_head_form(
-            c, model::LoadOptions{}.per_head_prefill_min_tokens))
+    if (o.weights != WeightDtype::kF32 && model::MlaAttention::uses_per_head_form(
+                                              c, model::LoadOptions{}.per_head_prefill_min_tokens))
       for (int64_t h = h0; h < h0 + heads; ++h)
         kv_b = add(kv_b,
                    w.linear(h * head_rows, h * head_rows + c.qk_nope_head_dim, 0, c.kv_lora_rank));
