@@ -253,13 +253,8 @@ void MlaAttention::forward(const float* x, const StepMeta& meta, cache::PagedCac
     // pass (one long prompt, all per head) must still grow them to their peak, so that a later
     // step of as many absorbed rows does not allocate.
     int64_t items = 0;
-    for (int64_t t = 0; t < t_count; ++t) {
-      const int64_t keys = key_count(meta, t), seg = segment_keys(keys);
-      items += (keys + seg - 1) / seg;
-    }
-    scratch_.get(7, static_cast<size_t>(items * heads_));
-    scratch_.get(8, static_cast<size_t>(items * heads_));
-    scratch_.get(9, static_cast<size_t>(items * heads_ * kv_rank_));
+    for (int64_t t = 0; t < t_count; ++t) items += segments(meta, t);
+    item_buffers(items);
   }
   // After the absorbed rows' W_UV, which wrote the per-head rows inside [lo, hi) from empty
   // latents.
@@ -384,15 +379,14 @@ void MlaAttention::attend(const StepMeta& meta, cache::PagedCache& cache, int64_
     const auto& owner = meta.sequences[static_cast<size_t>(meta.token_seq[t])];
     if (t - owner.first_token < per_head_count_[static_cast<size_t>(meta.token_seq[t])])
       continue;  // attend_per_head's (no items: merge leaves its latent zero)
-    const int64_t keys = key_count(meta, t), seg = segment_keys(keys);
-    const int64_t segments = (keys + seg - 1) / seg;
-    for (int64_t s = 0; s < segments; ++s) item_token_.push_back(t);
+    item_token_.insert(item_token_.end(), static_cast<size_t>(segments(meta, t)), t);
   }
   const auto items = static_cast<int64_t>(item_token_.size());
   token_first_item_[static_cast<size_t>(t_count)] = items;
-  float* run_max = run_max_ = scratch_.get(7, static_cast<size_t>(items * heads_));
-  float* run_sum = run_sum_ = scratch_.get(8, static_cast<size_t>(items * heads_));
-  float* run_acc = run_acc_ = scratch_.get(9, static_cast<size_t>(items * heads_ * kv_rank_));
+  item_buffers(items);
+  float* run_max = run_max_;
+  float* run_sum = run_sum_;
+  float* run_acc = run_acc_;
 
   // The query of head h against a key row is [W_UKᵀ q_nope (kv_rank); q_pe (rope)]; keys stay
   // rows, so scoresᵀ = rows · qcatᵀ transposes [n, heads], not [n, width] (each score's sum
@@ -492,6 +486,17 @@ void MlaAttention::merge(int64_t t, int64_t h, float* latent) const {
     const float weight = std::exp(run_max_[i * heads_ + h] - top) / total;
     ops::axpy(weight, run_acc_ + (i * heads_ + h) * kv_rank_, lat, kv_rank_);
   }
+}
+
+int64_t MlaAttention::segments(const StepMeta& meta, int64_t t) const {
+  const int64_t keys = key_count(meta, t), seg = segment_keys(keys);
+  return (keys + seg - 1) / seg;
+}
+
+void MlaAttention::item_buffers(int64_t items) {
+  run_max_ = scratch_.get(7, static_cast<size_t>(items * heads_));
+  run_sum_ = scratch_.get(8, static_cast<size_t>(items * heads_));
+  run_acc_ = scratch_.get(9, static_cast<size_t>(items * heads_ * kv_rank_));
 }
 
 int64_t MlaAttention::segment_keys(int64_t keys) {

@@ -66,6 +66,10 @@ class MlaAttention {
   void merge(int64_t t, int64_t h, float* latent) const;
   // Keys token row t attends to: its selection, or every causal key.
   int64_t key_count(const StepMeta& meta, int64_t t) const;
+  // Work items of token row t in the absorbed form: its keys in segments of segment_keys.
+  int64_t segments(const StepMeta& meta, int64_t t) const;
+  // run_max_, run_sum_ and run_acc_ (scratch 7-9) for `items` work items.
+  void item_buffers(int64_t items);
 
   // A tile's gathered rows and their transpose stay in L2 (2 × 64 × 576 floats at GLM-5's
   // width).
