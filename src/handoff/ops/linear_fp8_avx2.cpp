@@ -57,7 +57,8 @@ __m256i row_mask(int64_t valid) {
                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-// Halves [h0, h0 + NH) of block b × MR rows of x over k block kb: y (+)= partial · scale.
+// Halves [h0, h0 + NH) of block b × MR rows of x over k block kb: y (+)= partial · scale. x is
+// taken times 2^60 (scaled_rows).
 template <int NH, int MR>
 void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t ldy, int64_t b,
           int64_t h0, int64_t kb, bool accumulate) {
@@ -67,12 +68,11 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
       for (int i = 0; i < MR; ++i) acc[h][r][i] = _mm256_setzero_ps();
   const int64_t k0 = kb * w.k_block, k1 = k0 + w.k_block;
   const auto* base = static_cast<const uint8_t*>(w.data) + b * w.k_pad * kRowBlock + h0 * 32;
-  const __m256 unit = _mm256_set1_ps(kHalfUnit);
   for (int64_t k = k0; k < k1; ++k) {
     const uint8_t* p = base + k * kRowBlock;
     if (h0 == 0) _mm_prefetch(reinterpret_cast<const char*>(p) + kPrefetchBytes, _MM_HINT_T0);
     __m256 xv[MR];
-    for (int i = 0; i < MR; ++i) xv[i] = _mm256_mul_ps(_mm256_broadcast_ss(x + i * ldx + k), unit);
+    for (int i = 0; i < MR; ++i) xv[i] = _mm256_broadcast_ss(x + i * ldx + k);
     for (int h = 0; h < NH; ++h) {
       __m256 v[4];
       widen32(p + h * 32, v);
@@ -82,6 +82,7 @@ void tile(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_t 
   }
   const int64_t nkb = w.k_pad / w.k_block;
   const float* scales = w.scales + (b * nkb + kb) * kRowBlock + h0 * 32;
+  const __m256 unit = _mm256_set1_ps(kHalfUnit);
   // Unrolled so that every accumulator index is a constant: otherwise GCC keeps acc addressable
   // and stores all of it to the stack on every k (8 stores per 64 weights at NH = 2, MR = 1).
 #pragma GCC unroll 8
@@ -120,7 +121,8 @@ void halves(const PackedWeight& w, const float* x, int64_t ldx, float* y, int64_
   }
 }
 
-// Rows [i0, m) of x against block b, straight from the FP8 bytes, two rows at a time.
+// Rows [i0, m) of x against block b, straight from the FP8 bytes, two rows at a time; x times
+// 2^60 (scaled_rows).
 void direct_rows(const PackedWeight& w, const float* x, int64_t ldx, int64_t i0, int64_t m,
                  float* y, int64_t ldy, int64_t b) {
   const int64_t nkb = w.k_pad / w.k_block;
@@ -133,6 +135,15 @@ void direct_rows(const PackedWeight& w, const float* x, int64_t ldx, int64_t i0,
       else
         halves<1, 2>(w, xi, ldx, yi, ldy, b, kb, kb > 0);
     }
+}
+
+// Rows [i0, m) of x ([m][ldx]) times 2^60 in a per-thread buffer (rows before i0 left unset):
+// once per call rather than a multiply per k and row in every tile (an exact scaling either way).
+const float* scaled_rows(const float* x, int64_t ldx, int64_t i0, int64_t m) {
+  thread_local std::vector<float> scaled;  // only grows: no allocation in steady state
+  scaled.resize(static_cast<size_t>(m * ldx));
+  for (int64_t j = i0 * ldx; j < m * ldx; ++j) scaled[static_cast<size_t>(j)] = x[j] * kHalfUnit;
+  return scaled.data();
 }
 
 }  // namespace
@@ -180,6 +191,8 @@ void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float*
   const int64_t chunk_cols = w.k_block * std::max<int64_t>(1, kDequantCols / w.k_block);
   // Only grows: no allocation in steady state.
   thread_local std::vector<uint16_t> chunk;
+  const float* xs = nullptr;  // scaled_rows, from the first row the direct path takes
+  int64_t xs_from = m;
   for (int64_t b = b0; b < b1; ++b) {
     int64_t done = 0;
     if (m >= kTallRowsBf16) {
@@ -196,7 +209,12 @@ void linear_small_m_fp8(const PackedWeight& w, const float* x, int64_t m, float*
                                        w.scales + (b * nkb + c0 / w.k_block) * kRowBlock, c0 > 0);
       }
     }
-    direct_rows(w, x, ldx, done, m, y, ldy, b);
+    if (done == m) continue;
+    if (done < xs_from) {
+      xs = scaled_rows(x, ldx, done, m);
+      xs_from = done;
+    }
+    direct_rows(w, xs, ldx, done, m, y, ldy, b);
   }
 }
 
