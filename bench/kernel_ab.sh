@@ -31,7 +31,10 @@ if [[ $base == WORKTREE ]]; then
   library=$work/base.so
   cp -r src "$work/"
 else
-  rev=$(git rev-parse --verify "$base^{commit}")
+  rev=$(git rev-parse --verify --quiet "$base^{commit}") || {
+    echo "kernel_ab.sh: $base names no commit of this repository" >&2
+    exit 2
+  }
   cache=${XDG_CACHE_HOME:-$HOME/.cache}/handoff-kernel-ab
   library=$cache/base-$rev.so
   [[ -f $library ]] || git archive "$rev" src | tar -x -C "$work"
