@@ -20,6 +20,7 @@
 
 #include "handoff/ops/cpu_features.h"
 #include "handoff/ops/linear_kernels.h"
+#include "median.h"
 
 namespace {
 
@@ -75,12 +76,9 @@ SmallMKernel current_kernel(const std::string& isa, bool fp8) {
   return fp8 ? detail::avx512::linear_small_m_fp8 : detail::avx512::linear_small_m;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
+
+using handoff::bench::median;
 
 int main(int argc, char** argv) {
   CLI::App app{"The small-M kernels of a base revision against this build's, in one process"};

@@ -19,15 +19,11 @@
 #include "handoff/engine/sampler.h"
 #include "handoff/model/model.h"
 #include "handoff/tensor/thread_pool.h"
+#include "median.h"
 
-namespace {
+namespace {}  // namespace
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
+using handoff::bench::median;
 
 int main(int argc, char** argv) {
   CLI::App app{"Prefill in MLA's absorbed and per-head forms, alternating in one process"};
