@@ -20,6 +20,7 @@
 
 #include "handoff/ops/cpu_features.h"
 #include "handoff/ops/linear_kernels.h"
+#include "kernel_ab/small_m_kernel.h"
 #include "median.h"
 
 namespace {
@@ -71,11 +72,6 @@ Weights make_weights(bool fp8, int64_t n, int64_t k, std::mt19937& rng) {
   return w;
 }
 
-SmallMKernel current_kernel(const std::string& isa, bool fp8) {
-  if (isa == "avx2") return fp8 ? detail::avx2::linear_small_m_fp8 : detail::avx2::linear_small_m;
-  return fp8 ? detail::avx512::linear_small_m_fp8 : detail::avx512::linear_small_m;
-}
-
 }  // namespace
 
 using handoff::bench::median;
@@ -115,7 +111,7 @@ int main(int argc, char** argv) {
   }
   const bool fp8 = dtype == "fp8";
   const SmallMKernel base = lookup(isa.c_str(), fp8 ? 1 : 0);
-  const SmallMKernel current = current_kernel(isa, fp8);
+  const SmallMKernel current = handoff::bench::small_m_kernel(isa.c_str(), fp8);
 
   std::mt19937 rng(1);
   const Weights w = make_weights(fp8, n, k, rng);
